@@ -1,0 +1,53 @@
+# The course's commands. `make book` and `make test` do all their own set-up on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HTML := _build/html
+
+.PHONY: book test bench system system-test assets venv lock clean
+
+## book: set up everything, then build the HTML book into _build/html (warnings are errors)
+book: venv assets system
+	$(VENV)/bin/jupyter-book build . --warningiserror --keep-going
+	@echo
+	@echo "The book is built. Open file://$(CURDIR)/$(HTML)/index.html"
+	@echo "or serve it: $(PY) -m http.server --directory $(HTML) 8000  (then http://127.0.0.1:8000/)"
+
+## test: the whole test suite (builds the book first if it is not up to date)
+test: book system-test
+	$(PY) -m pytest
+
+## bench: build times (clean, unchanged, chapters' own execution); results in bench/results/
+bench: venv assets system
+	$(PY) bench/build_times.py
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, this is {sys.version.split()[0]}"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=23"
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+assets: web/node_modules/.installed
+web/node_modules/.installed: web/package-lock.json web/package.json
+	scripts/system-packages.sh npm
+	cd web && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+system:
+	scripts/system-packages.sh book
+
+system-test:
+	scripts/system-packages.sh test
+
+## lock: re-pin requirements.txt from a fresh environment built from pyproject.toml
+lock:
+	rm -rf _build/lock-venv && $(PYTHON) -m venv _build/lock-venv
+	_build/lock-venv/bin/pip install --quiet ".[book,test]"
+	scripts/write-lock.sh _build/lock-venv > requirements.txt
+
+clean:
+	rm -rf _build
