@@ -3,15 +3,17 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-HTML := _build/html
+# The book's root folder (with _config.yml and _toc.yml); tests point it at throwaway copies.
+BOOK ?= .
+HTML := $(abspath $(BOOK))/_build/html
 
 .PHONY: book test bench system system-test assets venv lock clean
 
 ## book: set up everything, then build the HTML book into _build/html (warnings are errors)
 book: venv assets system
-	$(VENV)/bin/jupyter-book build . --warningiserror --keep-going
+	$(VENV)/bin/jupyter-book build $(BOOK) --warningiserror --keep-going
 	@echo
-	@echo "The book is built. Open file://$(CURDIR)/$(HTML)/index.html"
+	@echo "The book is built. Open file://$(HTML)/index.html"
 	@echo "or serve it: $(PY) -m http.server --directory $(HTML) 8000  (then http://127.0.0.1:8000/)"
 
 ## test: the whole test suite (builds the book first if it is not up to date)
@@ -48,6 +50,7 @@ lock:
 	rm -rf _build/lock-venv && $(PYTHON) -m venv _build/lock-venv
 	_build/lock-venv/bin/pip install --quiet ".[book,test]"
 	scripts/write-lock.sh _build/lock-venv > requirements.txt
+	scripts/write-environment-yml.sh requirements.txt > environment.yml
 
 clean:
 	rm -rf _build

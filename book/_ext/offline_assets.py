@@ -174,7 +174,23 @@ def build_finished(app: Sphinx, exception) -> None:
             )
 
 
+def drop_thebe_scripts(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    """Remove sphinx-thebe's scripts from every page.
+
+    Jupyter Book always loads sphinx-thebe, even with its launch button off (``launch_buttons.thebe: false``).
+    Its scripts would fetch thebe from unpkg on demand, and its inline ``const THEBE_JS_URL`` is added once per
+    read phase, so a rebuild declares it twice ("Identifier 'THEBE_JS_URL' has already been declared").
+    """
+    if app.config.html_context.get("offline_drop_thebe", True):
+        context["script_files"] = [
+            script for script in context.get("script_files", [])
+            if "thebe" not in str(getattr(script, "filename", script) or "")
+            and "THEBE_JS_URL" not in str(getattr(script, "attributes", {}).get("body", ""))
+        ]
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", builder_inited)
+    app.connect("html-page-context", drop_thebe_scripts)
     app.connect("build-finished", build_finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,158 @@
+"""Load built pages in real headless Chromium with every request outside the build blocked, and say what went wrong.
+
+Used by the offline tests (and by benchmarks that need the same browser). The build is served over
+HTTP on 127.0.0.1 under a sub-path, so that a root-absolute URL shows up as a failure too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from playwright.sync_api import Error as PlaywrightError
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SUB_PATH = "/course/"
+
+
+@dataclass
+class PageReport:
+    url: str
+    blocked: list[str] = field(default_factory=list)  # requests that tried to leave the build
+    failed: list[str] = field(default_factory=list)  # requests inside the build that failed or gave >= 400
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    math_elements: int = 0
+    math_rendered: int = 0
+    math_errors: int = 0
+    final_url: str = ""  # where the page ended up (the root index redirects)
+
+    @property
+    def problems(self) -> list[str]:
+        return (
+            [f"blocked outside request: {u}" for u in self.blocked]
+            + [f"failed request: {u}" for u in self.failed]
+            + [f"console error: {m}" for m in self.console_errors]
+            + [f"page error: {m}" for m in self.page_errors]
+            + ([f"math: {self.math_rendered} of {self.math_elements} rendered, {self.math_errors} errors"]
+               if self.math_rendered < self.math_elements or self.math_errors else [])
+        )
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+    def translate_path(self, path):
+        # Serve the build only under SUB_PATH; anything else (a root-absolute URL) is a 404.
+        if not path.startswith(SUB_PATH):
+            return str(Path(self.directory) / "__outside_the_sub_path__")
+        return super().translate_path("/" + path[len(SUB_PATH):])
+
+
+@contextlib.contextmanager
+def serve(html_dir: Path):
+    """Serve ``html_dir`` at http://127.0.0.1:PORT/course/ for the duration of the block; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(html_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}{SUB_PATH}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def chromium():
+    """A headless Debian Chromium driven by Playwright (Playwright's own browser download fails here)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def _inside(url: str, base: str) -> bool:
+    if url.startswith(("data:", "blob:", "about:")):
+        return True
+    if base.startswith("file:"):
+        return url.startswith("file:")
+    return url.startswith(base)
+
+
+def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport:
+    """Open ``url`` in a fresh context where only URLs under ``base`` may load; report every problem seen."""
+    report = PageReport(url)
+    context = browser.new_context()
+    page = context.new_page()
+
+    def route(route_):
+        request_url = route_.request.url
+        if _inside(request_url, base):
+            route_.continue_()
+        else:
+            report.blocked.append(request_url)
+            route_.abort("blockedbyclient")
+
+    page.route("**/*", route)
+    page.on("console", lambda msg: report.console_errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: report.page_errors.append(str(exc)))
+    page.on(
+        "requestfailed",
+        lambda req: report.failed.append(f"{req.url} ({req.failure})") if _inside(req.url, base) else None,
+    )
+    page.on("response", lambda resp: report.failed.append(f"{resp.url} (HTTP {resp.status})") if resp.status >= 400 else None)
+
+    page.goto(url, wait_until="load")
+    for attempt in range(3):
+        try:
+            # Wait for MathJax's first typeset where the page has math.
+            if page.evaluate("document.querySelectorAll('.math').length") > 0:
+                page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
+                page.evaluate("MathJax.startup.promise")
+            page.wait_for_timeout(settle_ms)
+            report.math_elements = page.evaluate("document.querySelectorAll('.math').length")
+            report.math_rendered = page.evaluate("document.querySelectorAll('.math mjx-container').length")
+            report.math_errors = page.evaluate("document.querySelectorAll('mjx-merror').length")
+            break
+        except PlaywrightError as error:
+            # The book's root index.html redirects (meta refresh) to its first page: audit where it lands.
+            if "context was destroyed" not in str(error) or attempt == 2:
+                raise
+            page.wait_for_load_state("load")
+    report.final_url = page.url
+    context.close()
+    # Console messages about blocked requests repeat the blocked list; keep each problem once.
+    report.console_errors = [m for m in report.console_errors if "ERR_BLOCKED_BY_CLIENT" not in m]
+    return report
+
+
+def pages_of(html_dir: Path) -> list[str]:
+    """Every HTML page of a build, as paths relative to it (the vendored scripts' folder excluded)."""
+    return sorted(
+        p.relative_to(html_dir).as_posix()
+        for p in html_dir.rglob("*.html")
+        if "_static" not in p.relative_to(html_dir).parts
+    )
+
+
+def host_of(url: str) -> str:
+    return urlsplit(url).netloc

@@ -1,0 +1,29 @@
+"""Shared fixtures. Browser tests never skip: `make test` installs Chromium, and CI must exercise them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILT_HTML = ROOT / "_build" / "html"
+
+
+@pytest.fixture(scope="session")
+def built_html() -> Path:
+    """The book as `make book` built it. The tests read it; they never rebuild the real book."""
+    index = BUILT_HTML / "index.html"
+    if not index.is_file():
+        pytest.fail("The book is not built: run `make test` (it builds the book first) or `make book`.")
+    return BUILT_HTML
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # Under CI a skipped test is a test that did not run: count it as a failure.
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    if os.environ.get("CI") == "true" and skipped and exitstatus == 0:
+        reporter.write_line(f"CI=true: {len(skipped)} test(s) skipped, and a skip is a failure in CI.", red=True)
+        session.exitstatus = 1

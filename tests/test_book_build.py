@@ -1,0 +1,75 @@
+"""`make book` (README command 1) fails loudly: a failing cell, a Sphinx warning or stray stderr stops the build.
+
+Each test builds a throwaway copy of the book; the real build is never touched.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+OVERVIEW = Path("book") / "01-overview.md"
+
+pytestmark = pytest.mark.slow
+
+
+def _copy_book(tmp_path: Path) -> Path:
+    book = tmp_path / "book-copy"
+    book.mkdir()
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(ROOT / name, book / name)
+    shutil.copytree(ROOT / "book", book / "book", ignore=shutil.ignore_patterns("__pycache__"))
+    (book / "web").symlink_to(ROOT / "web")  # the npm packages the offline assets come from
+    return book
+
+
+def _make_book(book: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), "book", f"BOOK={book}"],
+        capture_output=True, text=True, timeout=600,
+    )
+
+
+def _append_cell(book: Path, source: str) -> None:
+    chapter = book / OVERVIEW
+    chapter.write_text(chapter.read_text() + f"\n```{{code-cell}} ipython3\n{source}\n```\n")
+
+
+def test_a_failing_cell_makes_the_build_fail(tmp_path):
+    book = _copy_book(tmp_path)
+    _append_cell(book, 'raise RuntimeError("a deliberately failing cell")')
+    result = _make_book(book)
+    assert result.returncode != 0
+    log = result.stdout + result.stderr
+    assert "a deliberately failing cell" in log
+    assert "The book is built" not in log
+
+
+def test_stderr_from_a_cell_makes_the_build_fail(tmp_path):
+    # A harmless-looking warning in a chapter is noise on the reader's page: it fails the build too.
+    book = _copy_book(tmp_path)
+    _append_cell(book, 'import warnings\nwarnings.warn("a stray warning")')
+    result = _make_book(book)
+    assert result.returncode != 0
+    assert "stderr" in (result.stdout + result.stderr).lower()
+
+
+def test_a_sphinx_warning_makes_the_build_fail(tmp_path):
+    book = _copy_book(tmp_path)
+    chapter = book / OVERVIEW
+    chapter.write_text(chapter.read_text() + "\nSee {doc}`a-chapter-that-does-not-exist`.\n")
+    result = _make_book(book)
+    assert result.returncode != 0
+    assert "a-chapter-that-does-not-exist" in result.stdout + result.stderr
+
+
+def test_the_unchanged_copy_builds(tmp_path):
+    # The control for the three tests above: the copy itself is a good book.
+    book = _copy_book(tmp_path)
+    result = _make_book(book)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (book / "_build" / "html" / "book" / "01-overview.html").is_file()

@@ -1,0 +1,92 @@
+"""The built book works offline: in headless Chromium with every request outside the build blocked,
+every page loads, math renders, nothing fails and the console stays free of errors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from browser_audit import audit_page, chromium, host_of, pages_of, serve
+
+pytestmark = pytest.mark.browser
+
+CDN_SCRIPT = "https://cdn.jsdelivr.net/npm/jquery@3.7.1/dist/jquery.min.js"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as browser:
+        yield browser
+
+
+def test_the_build_has_the_pages_of_the_table_of_contents(built_html):
+    pages = pages_of(built_html)
+    assert "index.html" in pages
+    assert "book/01-overview.html" in pages
+
+
+def test_every_page_loads_offline_without_errors(built_html, browser):
+    reports = []
+    with serve(built_html) as base:
+        for page in pages_of(built_html):
+            reports.append(audit_page(browser, base + page, base))
+    problems = {r.url: r.problems for r in reports if r.problems}
+    assert not problems, problems
+
+
+def test_math_renders_offline(built_html, browser):
+    with serve(built_html) as base:
+        report = audit_page(browser, base + "book/01-overview.html", base)
+    assert report.math_elements >= 2  # the overview has inline and display math
+    assert report.math_rendered == report.math_elements
+    assert report.math_errors == 0
+    assert not report.problems
+
+
+def test_pages_work_from_the_file_system(built_html, browser):
+    # Opened straight from disk (file://), relative asset paths must still resolve.
+    page = built_html / "book" / "01-overview.html"
+    report = audit_page(browser, page.as_uri(), built_html.as_uri())
+    assert not report.problems, report.problems
+    assert report.math_rendered == report.math_elements > 0
+
+
+def test_the_executed_outputs_and_the_figure_are_on_the_page(built_html):
+    html = (built_html / "book" / "01-overview.html").read_text(encoding="utf-8")
+    assert "weights sum to 1.0000" in html  # the PyTorch cell ran at build time
+    images = list((built_html / "_images").glob("*.png"))
+    assert images and "_images/" in html
+
+
+def test_a_page_that_pulls_a_script_from_a_cdn_is_caught(built_html, browser, tmp_path):
+    # The audit must be able to fail: inject a CDN script into a copy of a built page.
+    copy = tmp_path / "html"
+    shutil.copytree(built_html, copy)
+    page = copy / "book" / "01-overview.html"
+    html = page.read_text(encoding="utf-8")
+    page.write_text(html.replace("</head>", f'<script src="{CDN_SCRIPT}"></script></head>', 1), encoding="utf-8")
+    with serve(copy) as base:
+        report = audit_page(browser, base + "book/01-overview.html", base)
+    assert CDN_SCRIPT in report.blocked
+    assert any(host_of(CDN_SCRIPT) in problem for problem in report.problems)
+
+
+def test_a_root_absolute_asset_path_is_caught(built_html, browser, tmp_path):
+    # Root-absolute paths break under a sub-path; the audit serves the book under one to catch them.
+    copy = tmp_path / "html"
+    shutil.copytree(built_html, copy)
+    page = copy / "book" / "01-overview.html"
+    html = page.read_text(encoding="utf-8")
+    page.write_text(html.replace("</head>", '<script src="/_static/offline/require.js"></script></head>', 1))
+    with serve(copy) as base:
+        report = audit_page(browser, base + "book/01-overview.html", base)
+    assert any("/_static/offline/require.js" in problem for problem in report.problems)
+
+
+def test_the_root_page_leads_to_the_book(built_html, browser):
+    with serve(built_html) as base:
+        report = audit_page(browser, base + "index.html", base)
+    assert report.final_url == base + "book/index.html"
+    assert not report.problems

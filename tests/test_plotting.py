@@ -1,0 +1,87 @@
+"""Chinese labels render with a real CJK font, and a glyph no font has is an error, never a box."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+# A rare ideograph from CJK Extension B, which WenQuanYi Micro Hei does not cover.
+MISSING_GLYPH = "\U00020000"
+
+
+def _run(code: str, **env) -> subprocess.CompletedProcess:
+    # A fresh interpreter: use_course_style() changes process-wide warning filters and rcParams.
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg", **env}, timeout=120,
+    )
+
+
+def test_chinese_labels_render_with_the_cjk_font_and_no_warning():
+    result = _run(
+        """
+        import warnings
+        warnings.simplefilter("error")
+        import matplotlib.pyplot as plt
+        from matplotlib.font_manager import findfont, FontProperties
+        from attention_course.plotting import use_course_style, cjk_font_file
+        family = use_course_style()
+        fig, ax = plt.subplots()
+        ax.set_title("汤姆 追逐 杰瑞")
+        fig.canvas.draw()
+        # the title's characters are drawn from the CJK font file
+        print(findfont(FontProperties(family=family)) == str(cjk_font_file()))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
+def test_a_missing_glyph_fails_instead_of_drawing_a_box():
+    result = _run(
+        f"""
+        import matplotlib.pyplot as plt
+        from attention_course.plotting import use_course_style
+        use_course_style()
+        fig, ax = plt.subplots()
+        ax.set_title("汤姆 {MISSING_GLYPH}")
+        fig.canvas.draw()
+        """
+    )
+    assert result.returncode != 0
+    assert "missing from font" in result.stderr
+
+
+def test_without_the_course_style_matplotlib_only_warns():
+    # The reason use_course_style exists: by default a missing glyph is a warning and a box.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with matplotlib.rc_context({"font.family": ["DejaVu Sans"]}):
+            fig, ax = plt.subplots()
+            ax.set_title("汤姆")
+            fig.canvas.draw()
+        plt.close(fig)
+    assert any("missing from font" in str(w.message) for w in caught)
+
+
+def test_a_wrong_font_override_is_reported_clearly():
+    result = _run(
+        """
+        from attention_course.plotting import use_course_style
+        use_course_style()
+        """,
+        ATTENTION_COURSE_CJK_FONT="/nonexistent/font.ttc",
+    )
+    assert result.returncode != 0
+    assert "CJKFontNotFound" in result.stderr and "/nonexistent/font.ttc" in result.stderr
