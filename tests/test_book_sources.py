@@ -1,0 +1,74 @@
+"""The book's sources and what the build makes of them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from offline_assets import offending_urls  # noqa: E402
+
+
+def toc_files() -> list[Path]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    entries = [toc["root"]]
+    stack = list(toc.get("chapters", [])) + [c for part in toc.get("parts", []) for c in part["chapters"]]
+    while stack:
+        entry = stack.pop()
+        entries.append(entry["file"])
+        stack.extend(entry.get("sections", []))
+    return [ROOT / f"{entry}.md" for entry in entries]
+
+
+def test_every_page_with_code_is_a_jupytext_notebook_that_executes():
+    # Without the jupytext header, MyST-NB treats the page as plain markdown and its cells silently never run.
+    for page in toc_files():
+        text = page.read_text(encoding="utf-8")
+        if "```{code-cell}" not in text:
+            continue
+        header = yaml.safe_load(text.split("---")[1])
+        assert header["jupytext"]["text_representation"]["format_name"] == "myst", page
+        assert header["kernelspec"]["name"] == "python3", page
+
+
+def test_no_page_is_left_out_of_the_table_of_contents():
+    listed = {p.resolve() for p in toc_files()}
+    pages = {p.resolve() for p in (ROOT / "book").rglob("*.md") if "_ext" not in p.parts}
+    assert pages - listed == set(), "pages under book/ that the table of contents does not build"
+
+
+def test_the_build_has_no_solutions(built_html):
+    leaked = [p for p in built_html.rglob("*") if "solutions" in p.relative_to(built_html).parts]
+    assert leaked == []
+
+
+def test_the_vendored_scripts_ship_with_their_licences(built_html):
+    licences = {p.name for p in (built_html / "_static" / "offline" / "LICENSES").iterdir()}
+    assert {"requirejs.txt", "mathjax.txt", "@jupyter-widgets__html-manager.txt", "anywidget.txt"} <= licences
+
+
+def test_the_static_check_flags_remote_and_root_absolute_fetches():
+    html = (
+        '<script src="https://cdn.example.org/x.js"></script>'
+        '<link rel="stylesheet" href="//fonts.example.org/a.css">'
+        '<img src="/_static/logo.png">'
+        '<script src="../_static/offline/require.js"></script>'
+        '<a href="https://example.org/paper.pdf">a link a reader may follow</a>'
+    )
+    assert offending_urls(html) == [
+        "<script> https://cdn.example.org/x.js",
+        "<link> //fonts.example.org/a.css",
+        "<img> /_static/logo.png",
+    ]
+
+
+def test_built_pages_pass_the_static_check(built_html):
+    offending = {
+        page.relative_to(built_html).as_posix(): offending_urls(page.read_text(encoding="utf-8"))
+        for page in built_html.rglob("*.html")
+        if "_static" not in page.relative_to(built_html).parts
+    }
+    assert {page: urls for page, urls in offending.items() if urls} == {}
