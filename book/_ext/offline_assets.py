@@ -47,7 +47,15 @@ WIDGETS_CONFIG_JS = """\
 (function () {
   var src = document.currentScript.src;
   var base = src.substring(0, src.lastIndexOf("/") + 1);
-  window.require.config({ paths: { anywidget: base + "anywidget/index" } });
+  window.require.config({
+    paths: {
+      anywidget: base + "anywidget/index",
+      // The bundled @jupyter-widgets modules find their icon fonts beside their own URLs:
+      // make those URLs point into the folder where the fonts are (longest prefix wins).
+      "@jupyter-widgets": base + "html-manager",
+      "@jupyter-widgets/html-manager/dist": base + "html-manager",
+    },
+  });
 })();
 """
 

@@ -1,0 +1,77 @@
+"""Embedded widgets work in the static book with no kernel and no network.
+
+A throwaway book with one widget page (tests/fixtures/widget-page.md: an ipywidgets slider linked to
+a text box in the browser, and an anywidget counter) is built with `make book`, then driven in
+headless Chromium with every request outside the build blocked, over HTTP under a sub-path and from file://.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from browser_audit import audit_page, chromium, serve
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def widget_book(tmp_path_factory) -> Path:
+    book = tmp_path_factory.mktemp("widget-book")
+    (book / "book").mkdir()
+    shutil.copy2(ROOT / "_config.yml", book / "_config.yml")
+    shutil.copytree(ROOT / "book" / "_ext", book / "book" / "_ext")
+    shutil.copy2(ROOT / "tests" / "fixtures" / "widget-page.md", book / "book" / "widgets.md")
+    (book / "book" / "index.md").write_text("# Widget test book\n")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n  - file: book/widgets\n")
+    (book / "web").symlink_to(ROOT / "web")
+    result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "book", f"BOOK={book}"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return book / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as browser:
+        yield browser
+
+
+def _drive(browser, url: str) -> tuple[str, str]:
+    """Move the slider with the keyboard and click the counter; return what the page then shows."""
+    page = browser.new_page()
+    page.goto(url)
+    page.wait_for_selector(".widget-slider .ui-slider-handle, .widget-slider .noUi-handle", timeout=15000)
+    page.locator(".widget-slider .ui-slider-handle, .widget-slider .noUi-handle").first.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_timeout(200)
+    linked = page.locator(".widget-text input").first.input_value()
+    page.click("button.counter")
+    page.wait_for_timeout(200)
+    counter = page.inner_text("button.counter")
+    page.close()
+    return linked, counter
+
+
+def test_widgets_load_offline_without_errors(widget_book, browser):
+    with serve(widget_book) as base:
+        report = audit_page(browser, base + "book/widgets.html", base, settle_ms=1500)
+    assert not report.problems, report.problems
+
+
+def test_widgets_respond_without_a_kernel(widget_book, browser):
+    with serve(widget_book) as base:
+        linked, counter = _drive(browser, base + "book/widgets.html")
+    assert float(linked) > 1.0  # the slider started at 1.0 and the text box followed it
+    assert counter == "count is 1"
+
+
+def test_widgets_work_from_the_file_system(widget_book, browser):
+    page = widget_book / "book" / "widgets.html"
+    report = audit_page(browser, page.as_uri(), widget_book.as_uri(), settle_ms=1500)
+    assert not report.problems, report.problems
+    assert _drive(browser, page.as_uri())[1] == "count is 1"
