@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from attention_course.attention import softmax
+
 # Bright, well-separated colours (RGB in [0, 1]); the scene is drawn from them.
 PALETTE = torch.tensor(
     [
@@ -54,6 +56,6 @@ def glimpse(scene: torch.Tensor, query: torch.Tensor, temperature: float = 0.05)
     keys = scene.reshape(-1, 3)  # (N, 3): a patch's colour is its key ...
     values = keys  # ... and also what we take in from it
     scores = -((keys - query) ** 2).sum(dim=-1) / temperature  # (N,)
-    weights = torch.softmax(scores, dim=0)  # (N,), sums to 1
+    weights = softmax(scores, dim=0)  # (N,), sums to 1
     seen = weights @ values  # (3,)
     return seen, weights.reshape(scene.shape[:2])

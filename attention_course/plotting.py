@@ -9,6 +9,7 @@ error, so a figure with a character no font can draw fails the book build instea
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -26,8 +27,22 @@ KNOWN_CJK_FONT_FILES = (
     "/opt/homebrew/share/fonts/wqy-microhei.ttc",
 )
 
-# matplotlib (3.6+) words it "Glyph 27748 (\N{CJK UNIFIED IDEOGRAPH-6C64}) missing from font(s) DejaVu Sans."
+# matplotlib (3.6+) warns "Glyph 27748 (\N{CJK UNIFIED IDEOGRAPH-6C64}) missing from font(s) DejaVu Sans."
 MISSING_GLYPH_MESSAGE = r"Glyph \d+ .*missing from (current )?font"
+
+
+class MissingGlyphError(RuntimeError):
+    """A figure asked for a character that no configured font can draw."""
+
+
+class _RaiseOnMissingGlyph(logging.Filter):
+    # In a label with math ($...$) mathtext draws every character with its own fonts and only *logs*
+    # "Font 'default' does not have a glyph for '\u6743' [U+6743], substituting with a dummy symbol."
+    # A logger's own filters run outside logging's error handling, so raising here reaches the caller.
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "does not have a glyph" in record.getMessage():
+            raise MissingGlyphError(record.getMessage() + " Keep Chinese text outside $...$ in labels.")
+        return True
 
 
 class CJKFontNotFound(RuntimeError):
@@ -56,7 +71,8 @@ def use_course_style() -> str:
     """Configure matplotlib for the course's figures and return the CJK font's family name.
 
     Latin text keeps DejaVu Sans; characters it lacks fall back to the CJK font. A glyph that
-    neither font has raises ``UserWarning`` as an error (in this process, from now on).
+    neither font has raises (in this process, from now on): ``UserWarning`` as an error for plain
+    text, :class:`MissingGlyphError` for text inside mathtext.
     """
     path = cjk_font_file()
     font_manager.fontManager.addfont(str(path))
@@ -73,4 +89,7 @@ def use_course_style() -> str:
         }
     )
     warnings.filterwarnings("error", message=MISSING_GLYPH_MESSAGE, category=UserWarning)
+    mathtext_log = logging.getLogger("matplotlib.mathtext")
+    if not any(isinstance(f, _RaiseOnMissingGlyph) for f in mathtext_log.filters):
+        mathtext_log.addFilter(_RaiseOnMissingGlyph())
     return family

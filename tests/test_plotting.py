@@ -58,6 +58,22 @@ def test_a_missing_glyph_fails_instead_of_drawing_a_box():
     assert "missing from font" in result.stderr
 
 
+def test_a_missing_glyph_inside_mathtext_fails_too():
+    # mathtext draws with its own fonts and words the warning differently.
+    result = _run(
+        """
+        import matplotlib.pyplot as plt
+        from attention_course.plotting import use_course_style
+        use_course_style()
+        fig, ax = plt.subplots()
+        ax.set_xlabel("$a_i$ 权重 $\\mathrm{权}$")
+        fig.canvas.draw()
+        """
+    )
+    assert result.returncode != 0
+    assert "MissingGlyphError" in result.stderr and "does not have a glyph" in result.stderr
+
+
 def test_without_the_course_style_matplotlib_only_warns():
     # The reason use_course_style exists: by default a missing glyph is a warning and a box.
     import matplotlib
