@@ -1,0 +1,103 @@
+"""Chapter 2's figures: temperature as the dial from soft to hard attention, and soft against hard
+attention learning the same retrieval task."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import torch
+
+from attention_course.retrieval import TrainingHistory
+
+SOFT_COLOUR = "#1f77b4"
+HARD_COLOUR = "#d62728"
+
+
+def draw_temperature_dial(
+    temperatures: torch.Tensor,
+    entropies: torch.Tensor,
+    snapshots: Sequence[tuple[float, torch.Tensor]],
+):
+    """Left: the entropy of the attention weights (T,) against the temperatures (T,), on a log axis,
+    between its limits log K (uniform weights) and 0 (one-hot). Right: one bar chart of the weights
+    (K,) for each ``(temperature, weights)`` in ``snapshots``, marked on the curve. Returns the figure."""
+    num_keys = snapshots[0][1].numel()
+    fig = plt.figure(figsize=(10, 3.7), layout="constrained")
+    grid = fig.add_gridspec(1, 1 + len(snapshots), width_ratios=[2.4] + [1] * len(snapshots))
+
+    curve = fig.add_subplot(grid[0])
+    curve.plot(temperatures.numpy(), entropies.numpy(), color=SOFT_COLOUR, lw=2)
+    curve.set_xscale("log")
+    upper = math.log(num_keys)
+    curve.axhline(upper, color="grey", ls="--", lw=1)
+    curve.axhline(0.0, color="grey", ls="--", lw=1)
+    # Each limit is labelled at the end of the axis where the curve is far from it.
+    curve.text(temperatures.min().item(), upper - 0.05, f"log {num_keys} ≈ {upper:.2f}: uniform weights",
+               va="top", ha="left", fontsize=9, color="dimgrey")
+    curve.text(temperatures.max().item(), 0.05, "0: one-hot weights", va="bottom", ha="right",
+               fontsize=9, color="dimgrey")
+    for temperature, weights in snapshots:
+        entropy = -torch.special.xlogy(weights, weights).sum().item()
+        curve.plot([temperature], [entropy], "o", color="black", ms=5)
+        # Keep each label off the curve: above-left near 0, right on the slope, below near log K.
+        if entropy < 0.2:
+            offset, align = (-6, 6), "right"
+        elif entropy < upper - 0.2:
+            offset, align = (7, -4), "left"
+        else:
+            offset, align = (4, -16), "left"
+        curve.annotate(f"τ = {temperature:g}", (temperature, entropy), textcoords="offset points",
+                       xytext=offset, ha=align, fontsize=9)
+    curve.set_xlabel("temperature τ 温度 (log scale)")
+    curve.set_ylabel("entropy of the weights 熵 (nats)")
+    curve.set_title("Entropy against temperature")
+    curve.set_ylim(-0.1, upper + 0.15)
+
+    positions = list(range(1, num_keys + 1))
+    for column, (temperature, weights) in enumerate(snapshots, start=1):
+        ax = fig.add_subplot(grid[column])
+        ax.bar(positions, weights.numpy(), color=SOFT_COLOUR)
+        ax.set_ylim(0, 1.05)
+        ax.set_xticks(positions)
+        ax.set_title(f"weights at τ = {temperature:g}", fontsize=10)
+        ax.set_xlabel("key i")
+        if column == 1:
+            ax.set_ylabel("weight of key i 权重")
+        else:
+            ax.set_yticklabels([])
+    return fig
+
+
+def running_mean(series: Sequence[float], window: int) -> torch.Tensor:
+    """The mean of the last ``window`` entries (fewer at the start) at each step: (len(series),)."""
+    values = torch.tensor(series, dtype=torch.float64)
+    totals = torch.cat([torch.zeros(1, dtype=torch.float64), values.cumsum(0)])
+    ends = torch.arange(1, len(values) + 1)
+    starts = (ends - window).clamp_min(0)
+    return (totals[ends] - totals[starts]) / (ends - starts)
+
+
+def draw_learning_curves(histories: Sequence[TrainingHistory], window: int = 10):
+    """Two panels over the training steps, one line per history: the training loss (log scale),
+    averaged over the last ``window`` batches, and the held-out retrieval accuracy. Returns the figure."""
+    colours = {"soft": SOFT_COLOUR, "hard": HARD_COLOUR}
+    labels = {"soft": "soft attention 软注意力 (backprop)", "hard": "hard attention 硬注意力 (REINFORCE)"}
+    fig, (loss_ax, accuracy_ax) = plt.subplots(1, 2, figsize=(10, 3.7), layout="constrained")
+    for history in histories:
+        steps = range(1, len(history.loss) + 1)
+        style = dict(color=colours.get(history.method), label=labels.get(history.method, history.method))
+        # A running mean: single batches of the hard learner are noisy, and can have a loss of 0.
+        loss_ax.plot(steps, running_mean(history.loss, window).numpy(), lw=2, **style)
+        accuracy_ax.plot(steps, history.accuracy, lw=2, **style)
+    loss_ax.set_yscale("log")
+    loss_ax.set_xlabel("training step")
+    loss_ax.set_ylabel("training loss ‖output − target value‖²")
+    loss_ax.set_title(f"Training loss (mean of the last {window} batches)")
+    accuracy_ax.set_ylim(0, 1.02)
+    accuracy_ax.set_xlabel("training step")
+    accuracy_ax.set_ylabel("held-out accuracy")
+    accuracy_ax.set_title("How often the top-scoring key is the target")
+    accuracy_ax.legend(loc="lower right")
+    return fig
