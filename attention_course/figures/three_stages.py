@@ -1,0 +1,284 @@
+"""Chapter 4's figures: query, keys and values (fig. 8-2), the Source as <Key, Value> pairs
+(fig. 8-3), the three stages with a worked example's numbers (fig. 8-4), masked weights, and
+Nadaraya–Watson kernel regression as attention pooling.
+
+Every function returns the matplotlib figure it drew. Call
+:func:`attention_course.plotting.use_course_style` first, for the Chinese labels.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.patches import FancyBboxPatch, Rectangle
+
+# One colour per role, the same in every diagram of the chapter.
+QUERY_COLOUR = "#f4c28a"  # orange: the query, what we look for
+KEY_COLOUR = "#a9cbe8"  # blue: the keys, what the query is compared with
+VALUE_COLOUR = "#b9deb0"  # green: the values, what is taken in
+POOL_COLOUR = "#e6d5ef"  # purple: where the weights are made and applied
+OUTPUT_COLOUR = "#f2b8b5"  # red: the result
+
+
+def _box(ax, x, y, width, height, text, colour, fontsize=11, **text_kwargs):
+    """A rounded box centred on (x, y) with ``text`` in it; returns (left, right, bottom, top)."""
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - width / 2, y - height / 2), width, height,
+            boxstyle="round,pad=0.02,rounding_size=0.12", facecolor=colour, edgecolor="#444444", linewidth=1.2,
+        )
+    )
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, **text_kwargs)
+    return x - width / 2, x + width / 2, y - height / 2, y + height / 2
+
+
+def _arrow(ax, start, end, colour="#333333", style="-|>", linestyle="-", linewidth=1.4):
+    ax.annotate(
+        "", xy=end, xytext=start,
+        arrowprops=dict(arrowstyle=style, color=colour, linestyle=linestyle, linewidth=linewidth,
+                        shrinkA=0, shrinkB=0, mutation_scale=14),
+    )
+
+
+def _canvas(width, height, xlim, ylim):
+    fig, ax = plt.subplots(figsize=(width, height))
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax
+
+
+def _vector(v: torch.Tensor, decimals: int | None = None) -> str:
+    """(1, 2) for a vector, 10 for a single number: short enough to check by hand.
+
+    With ``decimals``, every number is written with that many digits after the point."""
+    form = "g" if decimals is None else f".{decimals}f"
+    numbers = [f"{x:{form}}" for x in torch.as_tensor(v).reshape(-1).tolist()]
+    return numbers[0] if len(numbers) == 1 else "(" + ", ".join(numbers) + ")"
+
+
+def draw_attention_pooling(num_inputs: int = 4):
+    """Fig. 8-2: the query (a volitional cue) meets the keys (non-volitional cues) in attention
+    pooling, which biases the selection among the values (sensory inputs) paired with them."""
+    fig, ax = _canvas(8.4, 5.1, (0, 12.2), (0, 7.4))
+    spacing = 1.9
+    xs = [5.0 + spacing * i for i in range(num_inputs)]
+    pool_left, pool_right = xs[0] - 0.9, xs[-1] + 0.9
+
+    # The sensory inputs: each is a pair, its value above its key, in one frame.
+    for i, x in enumerate(xs, start=1):
+        ax.add_patch(Rectangle((x - 0.8, 0.35), 1.6, 2.6, facecolor="none", edgecolor="#888888",
+                               linestyle="--", linewidth=1.0))
+        _box(ax, x, 2.25, 1.3, 0.8, f"$v_{i}$", VALUE_COLOUR, fontsize=13)
+        _box(ax, x, 1.05, 1.3, 0.8, f"$k_{i}$", KEY_COLOUR, fontsize=13)
+        _arrow(ax, (x, 2.95), (x, 3.75))
+    ax.text(0.2, 2.25, "Values 值\n= sensory inputs 感官输入", va="center", fontsize=10.5)
+    ax.text(0.2, 1.05, "Keys 键\n= non-volitional cues\n    非自主性提示", va="center", fontsize=10.5)
+
+    _box(ax, (pool_left + pool_right) / 2, 4.3, pool_right - pool_left, 1.1,
+         "Attention pooling 集中注意力", POOL_COLOUR, fontsize=13)
+    _, q_right, _, _ = _box(ax, 1.6, 4.3, 2.7, 1.35, "Query 查询\n= volitional cue\n自主性提示", QUERY_COLOUR,
+                            fontsize=10.5)
+    _arrow(ax, (q_right, 4.3), (pool_left, 4.3))
+    ax.text((q_right + pool_left) / 2, 4.15, "meets\nthe keys", ha="center", va="top", fontsize=9)
+
+    centre = (pool_left + pool_right) / 2
+    _arrow(ax, (centre, 4.85), (centre, 5.75))
+    _box(ax, centre, 6.35, 5.4, 1.05, "Output 输出: the values,\nweighted towards what the query seeks",
+         OUTPUT_COLOUR, fontsize=10.5)
+    fig.tight_layout()
+    return fig
+
+
+def draw_source_query(num_pairs: int = 4):
+    """Fig. 8-3: the Source is a sequence of <Key, Value> pairs; a Query from the Target is compared
+    with every Key, and the Values, weighted by the results, add up to the attention value."""
+    fig, ax = _canvas(8.6, 4.7, (0, 14.2), (-0.5, 7.1))
+    row_gap = 1.3
+    ys = [5.6 - row_gap * r for r in range(num_pairs + 1)]  # one extra row for the dots before T
+    labels = [str(i) for i in range(1, num_pairs)] + ["⋮", "T"]
+    key_x, value_x, sum_x = 4.6, 6.9, 10.3
+
+    ax.add_patch(FancyBboxPatch((3.2, ys[-1] - 0.65), 5.1, ys[0] - ys[-1] + 1.3,
+                                boxstyle="round,pad=0.02,rounding_size=0.2", facecolor="#f5f5f5",
+                                edgecolor="#888888", linewidth=1.0))
+    ax.text(5.75, ys[0] + 0.85, "Source 源: ⟨Key, Value⟩ pairs, length T", ha="center", fontsize=11)
+
+    _, q_right, _, _ = _box(ax, 1.25, ys[2], 2.2, 1.3, "Query 查询\n(from the\nTarget 目标)", QUERY_COLOUR,
+                            fontsize=10.5)
+    _, sum_right, _, _ = _box(ax, sum_x, ys[2], 0.9, 0.9, "Σ", POOL_COLOUR, fontsize=16)
+    for y, label in zip(ys, labels):
+        if label == "⋮":
+            ax.text(key_x, y, "⋮", ha="center", va="center", fontsize=16)
+            ax.text(value_x, y, "⋮", ha="center", va="center", fontsize=16)
+            continue
+        key_left, _, _, _ = _box(ax, key_x, y, 1.7, 0.75, f"$Key_{{{label}}}$", KEY_COLOUR, fontsize=12)
+        _, value_right, _, _ = _box(ax, value_x, y, 1.7, 0.75, f"$Value_{{{label}}}$", VALUE_COLOUR, fontsize=12)
+        ax.text((key_x + value_x) / 2, y, ",", ha="center", va="center", fontsize=12)
+        ax.text(key_x - 1.05, y, "⟨", ha="center", va="center", fontsize=16)
+        ax.text(value_x + 1.05, y, "⟩", ha="center", va="center", fontsize=16)
+        _arrow(ax, (q_right, ys[2]), (key_left - 0.28, y), colour="#999999", linestyle="--", linewidth=1.0)
+        start, end = (value_right + 0.3, y), (sum_x - 0.5, ys[2] + 0.25 * (y - ys[2]) / row_gap)
+        _arrow(ax, start, end)
+        # The weight's label sits a quarter of the way along its arrow, on the side away from it.
+        at_x, at_y = start[0] + 0.25 * (end[0] - start[0]), start[1] + 0.25 * (end[1] - start[1])
+        rising = end[1] > start[1]
+        ax.text(at_x + (0.15 if rising else 0.05), at_y + (-0.1 if rising else 0.1), f"$\\times\\, a_{{{label}}}$",
+                ha="left", va="top" if rising else "bottom", fontsize=11)
+    ax.text(1.25, ys[2] - 0.95, "compared with\nevery $Key_i$:\nsimilarity → $a_i$", ha="center", va="top",
+            fontsize=9.5, color="#555555")
+    _arrow(ax, (sum_right, ys[2]), (sum_right + 0.7, ys[2]))
+    _box(ax, sum_right + 1.75, ys[2], 2.1, 1.1, "Attention\nvalue 注意力值", OUTPUT_COLOUR, fontsize=10.5)
+    fig.tight_layout()
+    return fig
+
+
+def draw_three_stages(
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    scores: torch.Tensor,
+    weights: torch.Tensor,
+    output: torch.Tensor,
+    score_name: str = r"$F(Q, K_i)$",
+):
+    """Fig. 8-4, with the numbers of one worked example written in.
+
+    query (d,), keys (K, d), values (K,) or (K, d_v), scores (K,), weights (K,), output () or (d_v,).
+    Stage 1 scores the query against every key, stage 2 turns the scores into weights with softmax,
+    stage 3 adds up the values, each times its weight.
+    """
+    num_keys = keys.shape[0]
+    if not scores.shape == weights.shape == (num_keys,) or values.shape[0] != num_keys:
+        raise ValueError(f"keys (K, d), values (K, ...), scores (K,) and weights (K,) must share K, got "
+                         f"{tuple(keys.shape)}, {tuple(values.shape)}, {tuple(scores.shape)}, {tuple(weights.shape)}")
+    column = 3.4
+    xs = [5.0 + column * i for i in range(num_keys)]
+    width = xs[-1] + 2.0
+    fig, ax = _canvas(0.66 * width, 6.5, (0, width), (0.4, 11.3))
+
+    # Shaded bands, one per stage, with the stage's name at the left.
+    bands = [(7.05, 9.15, "Stage 1 第1阶段\nscore 相似度\n$s_i = F(Q, K_i)$"),
+             (4.85, 6.95, "Stage 2 第2阶段\nnormalise 归一化\n$a_i = \\mathrm{softmax}(s_i)$"),
+             (0.5, 4.75, "Stage 3 第3阶段\nweighted sum 加权求和\n$\\Sigma_i\\, a_i V_i$")]
+    for bottom, top, label in bands:
+        ax.add_patch(Rectangle((0.05, bottom), width - 0.1, top - bottom, facecolor="#f3f3f3", edgecolor="none"))
+        ax.text(0.25, (bottom + top) / 2, label, va="center", fontsize=10)
+
+    # Top: the query runs along a bus above the keys and drops into every score box.
+    bus_y = 10.85
+    _, q_right, _, _ = _box(ax, 1.6, bus_y, 2.8, 0.75, f"$Q$ = {_vector(query)}", QUERY_COLOUR, fontsize=11.5)
+    ax.plot([q_right, xs[-1] + 0.95], [bus_y, bus_y], color="#333333", linewidth=1.4)
+    for i, x in enumerate(xs):
+        _box(ax, x - 0.4, 9.85, 2.0, 0.75, f"$K_{i + 1}$ = {_vector(keys[i])}", KEY_COLOUR, fontsize=11)
+        _arrow(ax, (x - 0.4, 9.47), (x - 0.4, 8.72))
+        _arrow(ax, (x + 0.95, bus_y), (x + 0.95, 8.72))
+        _box(ax, x, 8.35, 2.6, 0.75, score_name.replace("_i", f"_{i + 1}"), POOL_COLOUR, fontsize=11)
+        _arrow(ax, (x, 7.97), (x, 7.62))
+        ax.text(x, 7.35, f"$s_{i + 1}$ = {scores[i].item():.3f}", ha="center", va="center", fontsize=11.5)
+        _arrow(ax, (x, 7.1), (x, 6.6))
+    left, right = xs[0] - 1.3, xs[-1] + 1.3
+    _box(ax, (left + right) / 2, 6.25, right - left, 0.7, "softmax: $a_i = e^{s_i}\\,/\\,\\Sigma_j\\, e^{s_j}$", POOL_COLOUR,
+         fontsize=11.5)
+    for i, x in enumerate(xs):
+        _arrow(ax, (x, 5.88), (x, 5.45))
+        ax.text(x, 5.2, f"$a_{i + 1}$ = {weights[i].item():.4f}", ha="center", va="center", fontsize=11.5)
+        # Stage 3: the weight and the value meet in a product.
+        _box(ax, x + 0.75, 4.0, 1.45, 0.7, f"$V_{i + 1}$ = {_vector(values[i])}", VALUE_COLOUR, fontsize=11)
+        _arrow(ax, (x, 4.95), (x - 0.1, 3.0))
+        _arrow(ax, (x + 0.75, 3.64), (x + 0.3, 3.0))
+        product = weights[i] * values[i]
+        _box(ax, x, 2.65, 3.15, 0.65, f"{weights[i].item():.4f} × {_vector(values[i])} ≈ "
+             f"{_vector(product, decimals=3)}", "white", fontsize=10.5)
+        _arrow(ax, (x, 2.32), ((left + right) / 2 + 0.3 * (x - (left + right) / 2) / column, 1.45))
+    centre = (left + right) / 2
+    _box(ax, centre, 1.1, 0.7, 0.7, "Σ", POOL_COLOUR, fontsize=15)
+    _arrow(ax, (centre + 0.36, 1.1), (centre + 1.2, 1.1))
+    ax.text(centre + 1.3, 1.1, f"Attention value 注意力值\n= {_vector(output, decimals=3)}",
+            va="center", fontsize=11.5, bbox=dict(boxstyle="round", facecolor=OUTPUT_COLOUR, edgecolor="#444444"))
+    fig.tight_layout()
+    return fig
+
+
+def draw_masked_weights(weights: torch.Tensor, valid_lens: torch.Tensor, titles: Sequence[str] | None = None):
+    """Heatmaps of masked attention weights, one panel per sequence of the batch.
+
+    weights (B, Q, K), valid_lens (B,). Each cell shows its weight; the keys at or beyond a
+    sequence's valid length (padding) are hatched, and their weights are 0.
+    """
+    batch, num_queries, num_keys = weights.shape
+    fig, axes = plt.subplots(1, batch, figsize=(0.9 * num_keys * batch + 1.8, 0.65 * num_queries + 1.6),
+                             squeeze=False)
+    for b, ax in enumerate(axes[0]):
+        image = ax.imshow(weights[b].numpy(), cmap="Blues", vmin=0, vmax=1)
+        length = int(valid_lens[b])
+        for i in range(num_queries):
+            for j in range(num_keys):
+                value = weights[b, i, j].item()
+                ax.text(j, i, f"{value:.2f}" if value else "0", ha="center", va="center", fontsize=10,
+                        color="white" if value > 0.6 else "black",
+                        bbox=None if j < length else dict(boxstyle="round", facecolor="white", edgecolor="none"))
+        if length < num_keys:
+            ax.add_patch(Rectangle((length - 0.5, -0.5), num_keys - length, num_queries, facecolor="none",
+                                   edgecolor="#c0392b", hatch="//", linewidth=0))
+        ax.set_xticks(range(num_keys))
+        ax.set_yticks(range(num_queries))
+        ax.set_xlabel("key position j (键)")
+        ax.set_ylabel("query i (查询)")
+        ax.set_title(titles[b] if titles else f"sequence {b}: valid length {length}", fontsize=11)
+    fig.colorbar(image, ax=axes[0].tolist(), fraction=0.03, pad=0.03, label="weight 权重")
+    return fig
+
+
+def _edges(centres: torch.Tensor) -> torch.Tensor:
+    """Cell edges (n + 1,) around sorted centres (n,): midpoints inside, half a gap beyond each end."""
+    if centres.numel() == 1:
+        return torch.stack([centres[0] - 0.5, centres[0] + 0.5])
+    middle = (centres[1:] + centres[:-1]) / 2
+    first = centres[:1] - (middle[:1] - centres[:1])
+    last = centres[-1:] + (centres[-1:] - middle[-1:])
+    return torch.cat([first, middle, last])
+
+
+def draw_kernel_regression(
+    x_train: torch.Tensor,
+    y_train: torch.Tensor,
+    x_query: torch.Tensor,
+    prediction: torch.Tensor,
+    truth: torch.Tensor,
+    weights: torch.Tensor,
+):
+    """Nadaraya–Watson regression as attention pooling: two panels.
+
+    Left: the training data (K,), the true curve and the prediction at the query points (Q,), with
+    the plain average for comparison. Right: the weight matrix (Q, K), queries down, keys across.
+    """
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.0), gridspec_kw={"width_ratios": [1.25, 1]})
+    left.plot(x_query.numpy(), truth.numpy(), color="#444444", linewidth=1.5, label="truth 真实函数")
+    left.plot(x_query.numpy(), prediction.numpy(), color="#c0392b", linewidth=2.2,
+              label="attention pooling 集中注意力")
+    left.axhline(y_train.mean().item(), color="#7f8c8d", linestyle="--", linewidth=1.3,
+                 label="plain average 平均")
+    left.scatter(x_train.numpy(), y_train.numpy(), s=16, color="#2e86c1", alpha=0.75,
+                 label="training pairs $(x_i, y_i)$")
+    left.set_xlabel("x (query 查询, keys 键)")
+    left.set_ylabel("y (values 值)")
+    low = min(y_train.min().item(), truth.min().item(), prediction.min().item())
+    high = max(y_train.max().item(), truth.max().item(), prediction.max().item())
+    left.set_ylim(low - 0.3, high + 0.35 * (high - low))  # headroom for the legend
+    left.legend(fontsize=9, loc="upper right", ncol=2, columnspacing=1.0)
+    left.set_title("Nadaraya–Watson regression", fontsize=11)
+
+    # Cells as wide as the gaps between neighbouring points, so each column sits at its own x_i.
+    image = right.pcolormesh(_edges(x_train).numpy(), _edges(x_query).numpy(), weights.numpy(), cmap="Reds",
+                             vmin=0, shading="flat")
+    right.invert_yaxis()
+    right.set_xlabel("training input xᵢ (key 键)")
+    right.set_ylabel("query x (查询)")
+    right.set_title("attention weights 注意力权重", fontsize=11)
+    fig.colorbar(image, ax=right, fraction=0.05, pad=0.03)
+    fig.tight_layout()
+    return fig
