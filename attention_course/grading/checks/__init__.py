@@ -1,0 +1,16 @@
+"""The checks of each assignment, keyed by the grade id of the test cell each one scores."""
+
+from __future__ import annotations
+
+from attention_course.grading.cases import Check
+from attention_course.grading.checks import soft_hard
+
+ASSIGNMENTS: dict[str, list[Check]] = {
+    soft_hard.ASSIGNMENT: soft_hard.CHECKS,
+}
+
+
+def checks_for(assignment: str) -> dict[str, Check]:
+    if assignment not in ASSIGNMENTS:
+        raise KeyError(f"unknown assignment {assignment!r}; known: {', '.join(sorted(ASSIGNMENTS))}")
+    return {check.grade_id: check for check in ASSIGNMENTS[assignment]}

@@ -1,0 +1,252 @@
+"""An nbgrader course directory, and the instructor's workflows on it.
+
+Layout (nbgrader's own): ``source/<assignment>/`` (copied from the repository's ``solutions/``),
+``release/``, ``submitted/<student>/<assignment>/``, ``autograded/``, ``feedback/``, ``gradebook.db``.
+The grader keeps its trusted results in ``grader-results/``, which no sandbox ever sees.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+import shutil
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import nbformat
+from nbgrader.apps import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+from traitlets.config import Config
+from tqdm import tqdm
+
+from attention_course.grading import sandbox
+from attention_course.grading.checks import checks_for
+from attention_course.grading.grade import NotebookResult, grade_notebook
+from attention_course.grading.nbgrader_bridge import COURSE_ID, record_in_gradebook, results_path
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+MAX_ZIP_MEMBER_BYTES = 50 << 20
+MAX_ZIP_TOTAL_BYTES = 2 << 30
+
+
+@dataclass
+class StudentSummary:
+    student: str
+    score: float = 0.0
+    max_score: float = 0.0
+    flags: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class Course:
+    def __init__(self, root: Path, solutions: Path = REPOSITORY / "solutions"):
+        self.root = root.resolve()
+        self.solutions = solutions
+        # nbgrader runs the `alembic` command of its own environment to migrate the gradebook.
+        scripts = str(Path(sys.executable).parent)
+        if scripts not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
+
+    # -- nbgrader plumbing -------------------------------------------------------------------
+
+    @property
+    def results_dir(self) -> Path:
+        return self.root / "grader-results"
+
+    def config(self) -> Config:
+        config = Config()
+        config.CourseDirectory.root = str(self.root)
+        config.CourseDirectory.course_id = COURSE_ID
+        return config
+
+    def api(self) -> NbGraderAPI:
+        config = self.config()
+        return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+
+    def assignments(self) -> list[str]:
+        return sorted(p.name for p in self.solutions.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+    def notebooks(self, assignment: str) -> list[str]:
+        return sorted(p.stem for p in (self.root / "release" / assignment).glob("*.ipynb"))
+
+    def released(self, assignment: str, notebook: str):
+        return nbformat.read(self.root / "release" / assignment / f"{notebook}.ipynb", as_version=4)
+
+    # -- release -----------------------------------------------------------------------------
+
+    def generate(self, assignment: str) -> None:
+        """Copy the solution notebooks in as nbgrader source and run ``generate_assignment``."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "nbgrader_config.py").write_text(
+            "c = get_config()  # noqa: F821\n"
+            f"c.CourseDirectory.course_id = {COURSE_ID!r}\n", encoding="utf-8")
+        source = self.root / "source" / assignment
+        shutil.rmtree(source, ignore_errors=True)
+        shutil.copytree(self.solutions / assignment, source, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        result = self.api().generate_assignment(assignment, force=True)
+        if not result["success"]:
+            raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result['log']}{result.get('error', '')}")
+
+    # -- submissions ---------------------------------------------------------------------------
+
+    def students(self, assignment: str) -> list[str]:
+        submitted = self.root / "submitted"
+        if not submitted.is_dir():
+            return []
+        return sorted(p.name for p in submitted.iterdir() if (p / assignment).is_dir())
+
+    def import_zip(self, archive: Path, assignment: str) -> list[str]:
+        """Unpack an LMS export (Moodle or Canvas naming) into ``submitted/<student>/<assignment>/``."""
+        imported, total = [], 0
+        notebook = self.notebooks(assignment)[0]
+        with zipfile.ZipFile(archive) as bundle:
+            for member in bundle.infolist():
+                if member.is_dir() or not member.filename.endswith(".ipynb"):
+                    continue
+                total += member.file_size
+                if member.file_size > MAX_ZIP_MEMBER_BYTES or total > MAX_ZIP_TOTAL_BYTES:
+                    raise ValueError(f"{archive}: {member.filename} is too large to be a notebook submission")
+                student = student_from_lms_name(member.filename)
+                target = self.root / "submitted" / student / assignment / f"{notebook}.ipynb"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with bundle.open(member) as source, target.open("wb") as out:
+                    shutil.copyfileobj(source, out)
+                stamp = datetime(*member.date_time).replace(tzinfo=timezone.utc)
+                (target.parent / "timestamp.txt").write_text(stamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+                imported.append(student)
+        return sorted(set(imported))
+
+    # -- grading -------------------------------------------------------------------------------
+
+    def grade(self, assignment: str, *, jobs: int | None = None, sandboxed: bool = True,
+              limits: sandbox.Limits = sandbox.Limits(), students: list[str] | None = None,
+              progress: bool = True) -> list[StudentSummary]:
+        """Grade every submission of ``assignment``; one failure never stops the batch."""
+        if sandboxed:
+            sandbox.check_available()
+        checks = checks_for(assignment)
+        notebooks = self.notebooks(assignment)
+        if not notebooks:
+            raise RuntimeError(f"{assignment} is not released in {self.root}: run `attention-course release` first")
+        released = {nb: self.released(assignment, nb) for nb in notebooks}
+        students = students if students is not None else self.students(assignment)
+        summaries = {s: StudentSummary(s) for s in students}
+
+        def work(student: str) -> None:
+            folder = self.root / "submitted" / student / assignment
+            for nb in notebooks:
+                nb_checks = {g: c for g, c in checks.items() if g in _test_ids(released[nb])}
+                result = grade_notebook(folder / f"{nb}.ipynb", released[nb], nb_checks, sandboxed=sandboxed, limits=limits)
+                result.flags.extend(_timestamp_flags(folder))
+                result.save(results_path(self.results_dir, assignment, student, nb))
+
+        jobs = jobs or os.cpu_count() or 1
+        bar = tqdm(total=len(students), desc=f"grading {assignment}", unit="student", disable=not progress, file=sys.stderr)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(work, s): s for s in students}
+            for future in concurrent.futures.as_completed(futures):
+                student = futures[future]
+                if future.exception() is not None:
+                    summaries[student].flags.append(f"grader error: {type(future.exception()).__name__}: {future.exception()}")
+                bar.update()
+        bar.close()
+
+        # Gradebook writes, one student at a time (SQLite): nbgrader's pipeline with the verdicts applied.
+        for student in students:
+            try:
+                if not any((self.root / "submitted" / student / assignment).glob("*.ipynb")):
+                    self._record_missing(assignment, student)
+                else:
+                    record_in_gradebook(self.root, self.results_dir, assignment, student)
+            except BaseException as error:  # nbgrader exits via SystemExit on some errors
+                if isinstance(error, KeyboardInterrupt):
+                    raise
+                summaries[student].flags.append(f"nbgrader could not record this submission: {error}")
+            for nb in notebooks:
+                path = results_path(self.results_dir, assignment, student, nb)
+                if path.is_file():
+                    result = NotebookResult.load(path)
+                    summaries[student].score += result.score
+                    summaries[student].max_score += result.max_score
+                    summaries[student].seconds += result.seconds
+                    summaries[student].flags.extend(f"{nb}: {flag}" for flag in result.flags)
+        return [summaries[s] for s in students]
+
+    def _record_missing(self, assignment: str, student: str) -> None:
+        """A submission folder without notebooks: in the gradebook with zero, as nbgrader does for a missing notebook."""
+        from nbgrader.api import Gradebook
+
+        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+            gradebook.update_or_create_student(student)
+            submission = gradebook.update_or_create_submission(assignment, student)
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    grade.auto_score = 0
+                    grade.needs_manual_grade = False
+            gradebook.db.commit()
+
+    def feedback(self, assignment: str) -> Path:
+        result = self.api().generate_feedback(assignment, force=True)
+        if not result["success"]:
+            raise RuntimeError(f"nbgrader generate_feedback failed:\n{result['log']}")
+        return self.root / "feedback"
+
+    def export(self, destination: Path) -> Path:
+        from nbgrader.apps import ExportApp
+
+        app = ExportApp(config=self.config())
+        app.coursedir = CourseDirectory(config=self.config())
+        app.config.CsvExportPlugin.to = str(destination)
+        app.start()
+        return destination
+
+
+def _test_ids(notebook) -> set[str]:
+    return {c.metadata["nbgrader"]["grade_id"] for c in notebook.cells
+            if (c.metadata.get("nbgrader") or {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
+
+
+LMS_PATTERNS = [
+    # Moodle: "Jane Doe_123456_assignsubmission_file_/soft-hard.ipynb" or "..._file_soft-hard.ipynb"
+    re.compile(r"^(?P<name>[^/_]+)_(?P<id>\d+)_assignsubmission_file_"),
+    # Canvas: "doejane_12345_67890_soft-hard.ipynb", late ones "doejane_LATE_12345_67890_..."
+    re.compile(r"^(?P<name>[a-z0-9]+)_(?:LATE_)?(?P<id>\d+)_\d+_"),
+]
+
+
+def student_from_lms_name(filename: str) -> str:
+    """A student id from an LMS export's file name: '<name>-<number>', made safe as a folder name."""
+    base = filename.replace("\\", "/")
+    for pattern in LMS_PATTERNS:
+        match = pattern.match(base)
+        if match:
+            name = re.sub(r"[^a-z0-9]+", "", match["name"].lower()) or "student"
+            return f"{name}-{match['id']}"
+    top = base.split("/")[0] if "/" in base else Path(base).stem
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", top).strip(".-")
+    if not safe:
+        raise ValueError(f"cannot tell which student submitted {filename!r}")
+    return safe
+
+
+def _timestamp_flags(folder: Path) -> list[str]:
+    stamp = folder / "timestamp.txt"
+    if not stamp.exists():
+        return []
+    if stamp.is_symlink() or stamp.stat().st_size > 100:
+        return ["timestamp.txt is not a plain short file: ignored"]
+    text = stamp.read_text(errors="replace").strip()
+    try:
+        from dateutil.parser import parse
+
+        when = parse(text)
+    except (ValueError, OverflowError):
+        return [f"timestamp.txt unreadable ({text[:40]!r})"]
+    now = datetime.now(when.tzinfo or None)
+    if when > now:
+        return [f"timestamp.txt is in the future ({text[:40]})"]
+    return []

@@ -1,0 +1,104 @@
+"""nbgrader's own pipeline, with the trusted verdicts in place of executing the notebook.
+
+``nbgrader autograde`` sanitises a submission (clear outputs, deduplicate ids, restore locked and
+test cells) and then executes it, scoring each test cell by whether its output holds an error. Here
+the sanitising steps are nbgrader's, plus :class:`ClearHiddenTests` so that hidden tests never enter
+an autograded notebook (and so never reach feedback); the execution step is :class:`ApplyVerdicts`,
+which writes each test cell's verdict (decided outside the sandbox) as its output. nbgrader's
+``SaveAutoGrades`` then records the scores in the gradebook, so formgrader, ``generate_feedback``
+and ``export`` work as instructors know them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbformat.v4 import new_output
+from nbgrader.converters import Autograde
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import (
+    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput, DeduplicateIds, IgnorePattern,
+    LimitOutput, NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
+)
+from traitlets import Unicode
+from traitlets.config import Config
+
+from attention_course.grading.grade import NotebookResult
+
+COURSE_ID = "attention-course"
+
+
+def results_path(results_dir: Path, assignment: str, student: str, notebook: str) -> Path:
+    return results_dir / assignment / student / f"{notebook}.json"
+
+
+class ApplyVerdicts(NbGraderPreprocessor):
+    """Write the grader's verdicts into the test cells, and the sandboxed run's output into the others."""
+
+    results_dir = Unicode(help="Folder of the trusted results, one JSON per notebook").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        path = results_path(Path(self.results_dir), info["assignment"], info["student"], info["notebook"])
+        result = NotebookResult.load(path) if path.is_file() else None
+        unused_runs = list(result.cells) if result else []
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            grade_id = (cell.metadata.get("nbgrader") or {}).get("grade_id")
+            if result is not None and grade_id in result.checks:
+                cell.outputs = self._verdict_outputs(result.checks[grade_id])
+            elif (cell.metadata.get("nbgrader") or {}).get("grade"):
+                cell.outputs = [new_output("error", ename="NotGraded", evalue="no result for this notebook",
+                                           traceback=["NotGraded: the grader has no result for this notebook"])]
+            else:
+                run = next((r for r in unused_runs if r.get("source", "").strip() == cell.source.strip()), None)
+                if run is not None:
+                    unused_runs.remove(run)
+                    cell.outputs = self._run_outputs(run)
+        return nb, resources
+
+    @staticmethod
+    def _verdict_outputs(check: dict) -> list:
+        if check["passed"]:
+            return [new_output("stream", name="stdout", text=check["message"] + "\n")]
+        return [new_output("error", ename="TestFailed", evalue=check["message"],
+                           traceback=["TestFailed: " + line for line in check["message"].splitlines()])]
+
+    @staticmethod
+    def _run_outputs(run: dict) -> list:
+        outputs = []
+        if run.get("stdout"):
+            outputs.append(new_output("stream", name="stdout", text=run["stdout"]))
+        if run.get("status") != "ok":
+            outputs.append(new_output("error", ename="CellError", evalue=str(run.get("error")),
+                                      traceback=[str(run.get("error"))]))
+        return outputs
+
+
+def autograde_config(root: Path, results_dir: Path, assignment: str, student: str) -> Config:
+    config = Config()
+    config.CourseDirectory.root = str(root)
+    config.CourseDirectory.course_id = COURSE_ID
+    config.CourseDirectory.assignment_id = assignment
+    config.CourseDirectory.student_id = student
+    config.Autograde.sanitize_preprocessors = [
+        ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, ClearHiddenTests, CheckCellMetadata,
+    ]
+    config.Autograde.autograde_preprocessors = [
+        ApplyVerdicts, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+        AssignLatePenalties, CheckCellMetadata,
+    ]
+    config.OverwriteCells.add_missing_cells = True
+    config.ClearHiddenTests.enforce_metadata = False
+    config.ApplyVerdicts.results_dir = str(results_dir)
+    config.BaseConverter.force = True
+    return config
+
+
+def record_in_gradebook(root: Path, results_dir: Path, assignment: str, student: str) -> None:
+    """Run nbgrader's autograde pipeline for one student (raises on nbgrader's errors)."""
+    config = autograde_config(root, results_dir, assignment, student)
+    converter = Autograde(coursedir=CourseDirectory(config=config), config=config)
+    converter.start()

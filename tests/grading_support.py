@@ -1,0 +1,40 @@
+"""Make sample submissions from a released notebook: fill its solution cells, or tamper with it."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+
+
+def grade_id(cell) -> str | None:
+    return (cell.metadata.get("nbgrader") or {}).get("grade_id")
+
+
+def filled(released, answers: dict[str, str], edits: dict[str, str] | None = None, delete: set[str] = frozenset(),
+           extra_cells: list[str] = ()):
+    """A copy of ``released`` with solution cells replaced by ``answers`` (by grade id), other cells
+    replaced by ``edits``, cells in ``delete`` removed, and ``extra_cells`` appended."""
+    notebook = copy.deepcopy(released)
+    cells = []
+    for cell in notebook.cells:
+        gid = grade_id(cell)
+        if gid in delete:
+            continue
+        if gid in answers:
+            cell.source = answers[gid]
+        if edits and gid in edits:
+            cell.source = edits[gid]
+        cells.append(cell)
+    cells.extend(nbformat.v4.new_code_cell(source) for source in extra_cells)
+    notebook.cells = cells
+    return notebook
+
+
+def submit(course_root: Path, student: str, assignment: str, notebook_name: str, notebook) -> Path:
+    folder = course_root / "submitted" / student / assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{notebook_name}.ipynb"
+    nbformat.write(notebook, path)
+    return path
