@@ -1,0 +1,187 @@
+"""End to end, with real nbgrader, a real SQLite gradebook and the real sandbox: the soft-hard assignment.
+
+Sample submissions (a correct one in another style, one per typical bug, an infinite loop, tampered
+test cells, broken files) are graded in one batch; each must get its exact score and flags, the
+gradebook must agree, feedback must show no hidden test, and the batch must complete.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from attention_course.grading.course import Course
+from attention_course.grading.grade import NotebookResult
+from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
+from grading_support import filled, submit
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "soft-hard"
+pytestmark = pytest.mark.slow
+
+CORRECT = {
+    # Not the solution's style: max via .max().values, einsum, scatter.
+    "softmax": (
+        "def softmax(scores, dim=-1):\n"
+        "    top = scores.max(dim=dim, keepdim=True).values\n"
+        "    e = (scores - top).exp()\n"
+        "    return e / e.sum(dim=dim, keepdim=True)"
+    ),
+    "soft_attention": (
+        "def soft_attention(scores, values, temperature=1.0):\n"
+        "    w = softmax(scores / temperature)\n"
+        "    return torch.einsum('...k,...kd->...d', w, values), w"
+    ),
+    "hard_attention": (
+        "def hard_attention(scores, values):\n"
+        "    w = torch.zeros_like(scores).scatter(-1, scores.argmax(-1, keepdim=True), 1.0)\n"
+        "    return (w.unsqueeze(-1) * values).sum(-2), w"
+    ),
+}
+
+
+def answers(**changes: str) -> dict[str, str]:
+    return {**CORRECT, **changes}
+
+
+# student -> (solution cells, other changes, expected points per test cell, expected flag fragments)
+SAMPLES = {
+    "correct-other-style": (answers(), {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 3}, []),
+    "softmax-wrong-axis": (
+        answers(soft_attention="def soft_attention(scores, values, temperature=1.0):\n"
+                               "    w = softmax(scores / temperature, dim=0)\n"
+                               "    return (w.unsqueeze(-1) * values).sum(-2), w"),
+        {}, {"test-softmax": 4, "test-soft-attention": 0, "test-hard-attention": 3}, []),
+    "no-max-subtraction": (
+        answers(softmax="def softmax(scores, dim=-1):\n    e = scores.exp()\n    return e / e.sum(dim=dim, keepdim=True)"),
+        {}, {"test-softmax": 0, "test-soft-attention": 3, "test-hard-attention": 3}, []),
+    "modifies-input": (
+        answers(soft_attention="def soft_attention(scores, values, temperature=1.0):\n"
+                               "    scores /= temperature\n"
+                               "    w = softmax(scores)\n"
+                               "    return (w.unsqueeze(-1) * values).sum(-2), w"),
+        {}, {"test-softmax": 4, "test-soft-attention": 0, "test-hard-attention": 3}, []),
+    "last-index-on-ties": (
+        answers(hard_attention="def hard_attention(scores, values):\n"
+                               "    k = scores.shape[-1] - 1 - scores.flip(-1).argmax(-1, keepdim=True)\n"
+                               "    w = torch.zeros_like(scores).scatter(-1, k, 1.0)\n"
+                               "    return (w.unsqueeze(-1) * values).sum(-2), w"),
+        {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 0}, []),
+    "uses-torch-softmax": (
+        answers(softmax="def softmax(scores, dim=-1):\n    return torch.softmax(scores, dim)"),
+        {}, {"test-softmax": 0, "test-soft-attention": 0, "test-hard-attention": 3}, []),
+    "infinite-loop": (
+        answers(hard_attention="def hard_attention(scores, values):\n    while True:\n        pass"),
+        {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 0}, ["timed out in hard_attention"]),
+    "harmless-warning": (
+        answers(softmax="import warnings\nwarnings.warn('a harmless UserWarning', UserWarning)\n" + CORRECT["softmax"]),
+        {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 3}, []),
+    "deleted-test-cell": (answers(), {"delete": {"test-soft-attention"}},
+                          {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 3},
+                          ["test cell test-soft-attention: deleted"]),
+    "edited-test-cell": (answers(), {"edits": {"test-softmax": "print('all tests passed')"}},
+                         {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 3},
+                         ["test cell test-softmax: edited"]),
+    "edited-test-cell-wrong-code": (
+        answers(softmax="def softmax(scores, dim=-1):\n    return scores"),
+        {"edits": {"test-softmax": "pass"}},
+        {"test-softmax": 0, "test-soft-attention": 0, "test-hard-attention": 3}, ["test cell test-softmax: edited"]),
+    "unanswered": ({}, {}, {"test-softmax": 0, "test-soft-attention": 0, "test-hard-attention": 0}, []),
+}
+BROKEN_FILES = {"empty-file": b"", "not-a-notebook": b"{this is not json", "missing-notebook": None}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = Course(tmp_path_factory.mktemp("course") / "course")
+    course.generate(ASSIGNMENT)
+    released = course.released(ASSIGNMENT, ASSIGNMENT)
+    for student, (solution, changes, _, _) in SAMPLES.items():
+        submit(course.root, student, ASSIGNMENT, ASSIGNMENT, filled(released, solution, **changes))
+    # A duplicated test cell and a test cell whose grade id was stripped: both restored and flagged.
+    duplicated = filled(released, CORRECT)
+    duplicated.cells.append(next(c for c in duplicated.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test-softmax"))
+    submit(course.root, "duplicated-grade-id", ASSIGNMENT, ASSIGNMENT, duplicated)
+    stripped = filled(released, CORRECT)
+    for cell in stripped.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "test-hard-attention":
+            del cell.metadata["nbgrader"]
+    submit(course.root, "stripped-grade-id", ASSIGNMENT, ASSIGNMENT, stripped)
+    for student, content in BROKEN_FILES.items():
+        folder = course.root / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        if content is not None:
+            (folder / f"{ASSIGNMENT}.ipynb").write_bytes(content)
+    summaries = course.grade(ASSIGNMENT, jobs=2, progress=False)
+    return course, {s.student: s for s in summaries}
+
+
+def _result(course: Course, student: str) -> NotebookResult:
+    return NotebookResult.load(results_path(course.results_dir, ASSIGNMENT, student, ASSIGNMENT))
+
+
+@pytest.mark.parametrize("student", sorted(SAMPLES))
+def test_each_sample_gets_exactly_its_points_and_flags(graded, student):
+    course, summaries = graded
+    _, _, expected_points, expected_flags = SAMPLES[student]
+    result = _result(course, student)
+    got = {grade_id: (check["points"] if check["passed"] else 0) for grade_id, check in result.checks.items()}
+    assert got == expected_points, {g: c["message"] for g, c in result.checks.items()}
+    flags = summaries[student].flags
+    for fragment in expected_flags:
+        assert any(fragment in flag for flag in flags), flags
+    if not expected_flags:
+        assert flags == []
+
+
+def test_the_gradebook_holds_the_same_scores(graded):
+    course, summaries = graded
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        for student, (_, _, expected_points, _) in SAMPLES.items():
+            submission = gradebook.find_submission(ASSIGNMENT, student)
+            assert submission.score == sum(expected_points.values()), student
+            assert summaries[student].score == submission.score
+
+
+@pytest.mark.parametrize("student, fragment", [
+    ("duplicated-grade-id", "test cell test-softmax: duplicated"),
+    ("stripped-grade-id", "test cell test-hard-attention: grade id stripped"),
+    ("empty-file", "empty notebook file"),
+    ("not-a-notebook", "unreadable notebook"),
+    ("missing-notebook", "missing notebook"),
+])
+def test_broken_submissions_are_flagged_and_do_not_stop_the_batch(graded, student, fragment):
+    course, summaries = graded
+    assert any(fragment in flag for flag in summaries[student].flags), summaries[student].flags
+    expected = 10 if student in {"duplicated-grade-id", "stripped-grade-id"} else 0
+    assert summaries[student].score == expected
+
+
+def test_feedback_never_shows_hidden_tests(graded):
+    course, _ = graded
+    feedback = course.feedback(ASSIGNMENT)
+    pages = list(feedback.rglob("*.html"))
+    assert len(pages) >= len(SAMPLES)
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert "HIDDEN TESTS" not in html and "run_hidden_check" not in html, page
+    # and it does show the student why a test failed
+    bug = (feedback / "no-max-subtraction" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    assert "NaN" in bug or "infinity" in bug
+
+
+def test_grades_export_to_csv(graded, tmp_path):
+    course, _ = graded
+    csv = course.export(tmp_path / "grades.csv").read_text()
+    assert "correct-other-style" in csv and ",10.0," in csv
+
+
+def test_solutions_never_reach_the_sandbox_program(graded):
+    # The graded notebooks are built from the release: no solution code and no hidden test in them.
+    course, _ = graded
+    autograded = (course.root / "autograded" / "unanswered" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text()
+    assert "BEGIN SOLUTION" not in autograded and "run_hidden_check" not in autograded
