@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 BOOK ?= .
 HTML := $(abspath $(BOOK))/_build/html
 
-.PHONY: book test bench system system-test assets venv lock clean
+.PHONY: book test bench exercises system system-test assets venv lock clean
 
 ## book: set up everything, then build the HTML book into _build/html (warnings are errors)
 book: venv assets system
@@ -23,6 +23,10 @@ test: book system-test
 ## bench: build times (clean, unchanged, chapters' own execution); results in bench/results/
 bench: venv assets system
 	$(PY) bench/build_times.py
+
+## exercises: regenerate exercises/ from solutions/ with nbgrader, and prove every solution scores full marks
+exercises: venv system-test
+	$(VENV)/bin/attention-course release --course _build/course --exercises exercises
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt pyproject.toml

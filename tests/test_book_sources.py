@@ -72,3 +72,21 @@ def test_built_pages_pass_the_static_check(built_html):
         if "_static" not in page.relative_to(built_html).parts
     }
     assert {page: urls for page, urls in offending.items() if urls} == {}
+
+
+def test_the_book_offers_each_student_notebook_for_download_and_no_solution(built_html):
+    downloads = {p.name: p for p in (built_html / "_downloads").rglob("*.ipynb")}
+    for exercise in (ROOT / "exercises").rglob("*.ipynb"):
+        assert exercise.name in downloads, f"no download of {exercise.relative_to(ROOT)} in the book"
+        assert downloads[exercise.name].read_bytes() == exercise.read_bytes()
+    for path in built_html.rglob("*"):
+        if path.is_file() and path.suffix in {".ipynb", ".html", ".txt", ".md"}:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert "BEGIN SOLUTION" not in text and "run_hidden_check" not in text, path
+
+
+def test_each_assignment_has_a_page_that_links_its_notebook():
+    for assignment in (ROOT / "exercises").iterdir():
+        page = ROOT / "book" / "exercises" / f"{assignment.name}.md"
+        assert page.is_file(), f"no book page for the assignment {assignment.name}"
+        assert f"exercises/{assignment.name}/{assignment.name}.ipynb" in page.read_text(encoding="utf-8")
