@@ -73,7 +73,8 @@ SAMPLES = {
         {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 0}, []),
     "uses-torch-softmax": (
         answers(softmax="def softmax(scores, dim=-1):\n    return torch.softmax(scores, dim)"),
-        {}, {"test-softmax": 0, "test-soft-attention": 0, "test-hard-attention": 3}, []),
+        {}, {"test-softmax": 0, "test-soft-attention": 0, "test-hard-attention": 3},
+        ["forbidden shortcuts: softmax uses aten._softmax, softmax"]),
     "infinite-loop": (
         answers(hard_attention="def hard_attention(scores, values):\n    while True:\n        pass"),
         {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 0}, ["timed out in hard_attention"]),
@@ -185,3 +186,11 @@ def test_solutions_never_reach_the_sandbox_program(graded):
     course, _ = graded
     autograded = (course.root / "autograded" / "unanswered" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text()
     assert "BEGIN SOLUTION" not in autograded and "run_hidden_check" not in autograded
+
+
+def test_every_readable_submission_is_recorded_in_the_gradebook(graded):
+    course, summaries = graded
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        for student in ("duplicated-grade-id", "stripped-grade-id"):
+            assert gradebook.find_submission(ASSIGNMENT, student).score == 10
+    assert not any("nbgrader could not record" in f for s in summaries.values() for f in s.flags)

@@ -158,8 +158,9 @@ class Course:
         # Gradebook writes, one student at a time (SQLite): nbgrader's pipeline with the verdicts applied.
         for student in students:
             try:
-                if not any((self.root / "submitted" / student / assignment).glob("*.ipynb")):
-                    self._record_missing(assignment, student)
+                results = [results_path(self.results_dir, assignment, student, nb) for nb in notebooks]
+                if not any(p.is_file() and NotebookResult.load(p).readable for p in results):
+                    self._record_missing(assignment, student)  # nbgrader itself cannot read these
                 else:
                     record_in_gradebook(self.root, self.results_dir, assignment, student)
             except BaseException as error:  # nbgrader exits via SystemExit on some errors

@@ -20,7 +20,7 @@ from attention_course.grading import runner as runner_module
 from attention_course.grading import sandbox
 from attention_course.grading.cases import Check, write_program
 from attention_course.grading.submission import prepare
-from attention_course.grading.verdicts import CheckVerdict, judge_case
+from attention_course.grading.verdicts import FORBIDDEN_REASON, CheckVerdict, judge_case
 
 # Files of a submission folder that are copied into the sandbox next to the notebook (data the
 # notebook may read). Notebooks other than the one graded, and anything else, stay outside.
@@ -36,6 +36,7 @@ class NotebookResult:
     cells: list[dict] = field(default_factory=list)  # what each run cell printed (capped), in run order
     seconds: float = 0.0
     seed: int = 0
+    readable: bool = True  # False for a missing, empty or unreadable notebook: nothing of it ran
 
     @property
     def score(self) -> float:
@@ -77,6 +78,7 @@ def grade_notebook(
     result = NotebookResult(notebook=submitted.name, seed=seed)
     prepared = prepare(submitted, released)
     result.flags.extend(prepared.flags)
+    result.readable = prepared.readable
 
     generator = torch.Generator().manual_seed(seed)
     planned = [(check, case) for check in checks.values() for case in check.make_cases(generator)]
@@ -101,18 +103,39 @@ def grade_notebook(
             for report in result.cells:  # which cell each report is about, for the autograded notebook
                 number = report.get("cell")
                 report["source"] = prepared.cells[number] if isinstance(number, int) and 0 <= number < len(prepared.cells) else ""
-            stuck = []
+            stuck, shortcuts = [], {}
             for number, (check, case) in enumerate(planned):
                 static = prepared.forbidden_by_name.get(case.call, set())
                 verdict = judge_case(check, case, f"case{number}", workdir / "out", static)
                 verdicts[check.grade_id].cases.append(verdict)
                 if verdict.reason.startswith("the call did not finish") and case.call not in stuck:
                     stuck.append(case.call)
+                if verdict.reason.startswith(FORBIDDEN_REASON):
+                    shortcuts[case.call] = verdict.reason.removeprefix(FORBIDDEN_REASON)
             if stuck and not run.timed_out:
                 result.flags.append(f"timed out in {', '.join(stuck)} (those calls were stopped)")
+            if shortcuts:
+                result.flags.append("forbidden shortcuts: " + "; ".join(f"{call} uses {uses}" for call, uses in shortcuts.items()))
+            result.flags.extend(_cell_flags(result.cells, limits))
     for grade_id, verdict in verdicts.items():
         result.checks[grade_id] = {"passed": verdict.passed, "points": verdict.points, "message": verdict.message()}
     return result
+
+
+def _cell_flags(cells: list[dict], limits: sandbox.Limits) -> list[str]:
+    """What the run of the student's own cells says about the submission."""
+    flags = []
+    errors = " ".join(str(c.get("error") or "") for c in cells)
+    if "MemoryError" in errors:
+        flags.append(f"ran out of memory (limit {limits.memory_bytes / 2**30:g} GiB)")
+    if "RecursionError" in errors:
+        flags.append("recursed too deeply")
+    if any(c.get("status") == "timeout" for c in cells):
+        flags.append("a cell ran out of time")
+    dropped = [c for c in cells if "more characters not kept]" in (c.get("stdout", "") + c.get("stderr", ""))]
+    if dropped:
+        flags.append(f"{len(dropped)} cell(s) printed more than the grader keeps (truncated)")
+    return flags
 
 
 def _read_cells(workdir: Path) -> list[dict]:

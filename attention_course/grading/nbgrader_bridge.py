@@ -18,7 +18,7 @@ from nbformat.v4 import new_output
 from nbgrader.converters import Autograde
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import (
-    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput, DeduplicateIds, IgnorePattern,
+    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput, IgnorePattern,
     LimitOutput, NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
 )
 from traitlets import Unicode
@@ -31,6 +31,25 @@ COURSE_ID = "attention-course"
 
 def results_path(results_dir: Path, assignment: str, student: str, notebook: str) -> Path:
     return results_dir / assignment / student / f"{notebook}.json"
+
+
+class DropDuplicateGradeIds(NbGraderPreprocessor):
+    """Keep the first cell of each grade id and drop later copies (already flagged by the grader).
+
+    nbgrader's DeduplicateIds empties the copies' metadata instead, which makes a later step fail with
+    KeyError 'grade_id', and the whole submission goes unrecorded.
+    """
+
+    def preprocess(self, nb, resources):
+        seen, kept = set(), []
+        for cell in nb.cells:
+            grade_id = (cell.metadata.get("nbgrader") or {}).get("grade_id")
+            if grade_id is not None and grade_id in seen:
+                continue
+            seen.add(grade_id)
+            kept.append(cell)
+        nb.cells = kept
+        return nb, resources
 
 
 class ApplyVerdicts(NbGraderPreprocessor):
@@ -84,7 +103,7 @@ def autograde_config(root: Path, results_dir: Path, assignment: str, student: st
     config.CourseDirectory.assignment_id = assignment
     config.CourseDirectory.student_id = student
     config.Autograde.sanitize_preprocessors = [
-        ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, ClearHiddenTests, CheckCellMetadata,
+        ClearOutput, DropDuplicateGradeIds, OverwriteKernelspec, OverwriteCells, ClearHiddenTests, CheckCellMetadata,
     ]
     config.Autograde.autograde_preprocessors = [
         ApplyVerdicts, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,

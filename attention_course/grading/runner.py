@@ -185,8 +185,9 @@ def run_case(shell, case: dict, arrays, out: Path, case_timeout: float) -> str:
                 target = target(**case["construct"])
                 if case["state"] is not None:
                     state = {k: _decode(v, arrays) for k, v in case["state"].items()}
-                    target.load_state_dict(state, strict=True)
+                    # Convert first: loading float64 weights into float32 parameters would round them.
                     target = target.to(next(iter(state.values())).dtype)
+                    target.load_state_dict(state, strict=True)
             result = target(*args, **kwargs)
         _cancel_alarm()
         _flatten(result, "out", tensors, record["returned"])

@@ -32,6 +32,7 @@ def run_hidden_check(assignment: str, grade_id: str, namespace: dict) -> None:
             with _RecordOps(seen), _RecordCalls(seen):
                 if case.construct is not None:
                     target = target(**case.construct)
+                    target = target.to(next(iter(case.state.values())).dtype)  # float64 cases need float64 weights
                     target.load_state_dict(case.state)
                 got = target(*args, **case.kwargs)
         except Exception as error:  # report, as a failed case, whatever the student's code raised

@@ -87,7 +87,7 @@ def prepare(submitted: Path, released) -> Prepared:
     released_locked = {_grade_id(c): _source(c) for c in released.cells
                        if _is_locked(c) and not _is_test(c) and c.cell_type == "code" and _grade_id(c)}
     test_by_source = {_visible(source): grade_id for grade_id, source in released_tests.items()}
-    flags, cells, seen_tests = [], [], set()
+    flags, cells, student_cells, seen_tests = [], [], [], set()
 
     for cell in notebook.cells:
         if cell.get("cell_type") != "code":
@@ -107,6 +107,8 @@ def prepare(submitted: Path, released) -> Prepared:
             flags.append(f"read-only cell {grade_id}: edited (restored)")
             source = released_locked[grade_id]
         cells.append(source)
+        if grade_id not in released_locked:
+            student_cells.append(source)
     for grade_id in released_tests:
         if grade_id not in seen_tests:
             flags.append(f"test cell {grade_id}: deleted (restored)")
@@ -114,7 +116,114 @@ def prepare(submitted: Path, released) -> Prepared:
     prepared = Prepared(cells=cells, flags=flags)
     prepared.forbidden_by_name, evasions = scan_forbidden(cells)
     flags.extend(f"uses {name}, which can switch off the grader's call recording" for name in sorted(evasions))
+    locked_names = _defined_names([source for source in released_locked.values()])
+    flags.extend(suspicious_code(student_cells, locked_names))
     return prepared
+
+
+def _defined_names(sources: list[str]) -> set[str]:
+    names = set()
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        names |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# Code that tries to game the grader. None of it can change a verdict (test cells are not run, and
+# the verdicts are decided outside the sandbox), but the instructor should hear about it.
+
+IPYTHON_HOOKS = {"input_transformers_cleanup", "input_transformers_post", "ast_transformers", "register_magic_function",
+                 "set_custom_exc", "excepthook", "displayhook", "events", "set_hook"}
+TEST_HELPERS = {"assert_close", "assert_allclose", "assert_equal", "assert_array_equal", "assert_almost_equal",
+                "run_hidden_check", "expect_close", "no_shortcuts", "allclose", "equal"}
+IMPERSONATION = {"__eq__", "__ne__", "__torch_function__", "__torch_dispatch__", "__instancecheck__", "__class__"}
+NETWORK_MODULES = {"socket", "urllib", "http", "requests", "ftplib", "smtplib", "telnetlib", "xmlrpc", "asyncio"}
+PROCESS_CALLS = {"fork", "forkpty", "system", "popen", "spawnl", "spawnv", "execv", "execve", "Popen", "Process", "Pool"}
+PROCESS_MODULES = {"subprocess", "multiprocessing", "pty"}
+CRASH_CALLS = {"_exit", "abort", "kill", "setrecursionlimit"}
+CRASH_MODULES = {"ctypes", "faulthandler", "signal"}
+OUTSIDE_WORDS = ("gradebook", "solutions", "submitted", "autograded", "feedback", "grader-results", "nbgrader_config")
+OUTSIDE_PREFIXES = ("/", "../", "~/")
+
+
+def _attribute_chain(node: ast.AST) -> list[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return parts[::-1]
+
+
+def suspicious_code(cells: list[str], locked_names: set[str]) -> list[str]:
+    """One line per kind of grader-gaming found in the student's code, in a fixed order."""
+    found: dict[str, set[str]] = {}
+
+    def note(kind: str, detail: str) -> None:
+        found.setdefault(kind, set()).add(detail)
+
+    for source in cells:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                if node.attr in IPYTHON_HOOKS:
+                    note("installs IPython hooks or input transformers", node.attr)
+                if node.attr in {"environ", "getenv", "putenv"}:
+                    note("reads or changes environment variables", node.attr)
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    chain = _attribute_chain(target)
+                    if chain and (chain[-1] in TEST_HELPERS | locked_names or "testing" in chain):
+                        note("replaces test helpers", ".".join(chain))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and node.args:
+                chain = _attribute_chain(node.args[0])
+                if "testing" in chain or (len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+                                          and node.args[1].value in TEST_HELPERS):
+                    note("replaces test helpers", ".".join(chain) or "setattr")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name in locked_names | {"run_hidden_check"}:
+                    note("replaces test helpers", node.name)
+                if node.name in IMPERSONATION:
+                    note("defines objects that can pass for tensors or compare equal to anything", node.name)
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    if _attribute_chain(base)[-1:] == ["Tensor"]:
+                        note("defines objects that can pass for tensors or compare equal to anything", f"class {node.name}(Tensor)")
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                for module in modules:
+                    top = module.split(".")[0]
+                    if top in NETWORK_MODULES:
+                        note("tries to use the network", top)
+                    if top in PROCESS_MODULES:
+                        note("starts processes", top)
+                    if top in CRASH_MODULES:
+                        note("can crash or stop the runner on purpose", top)
+                    if top == "sqlite3":
+                        note("opens databases", top)
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name in PROCESS_CALLS:
+                    note("starts processes", name)
+                if name in CRASH_CALLS:
+                    note("can crash or stop the runner on purpose", name)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+                if "NBGRADER" in text.upper() or "GRADER" in text.upper():
+                    note("looks for the grader", text[:40])
+                if any(word in text for word in OUTSIDE_WORDS) or (
+                        text.startswith(OUTSIDE_PREFIXES) and len(text) > 2 and " " not in text and "\n" not in text):
+                    note("reaches for files outside its folder", text[:60])
+    return [f"{kind}: {', '.join(sorted(details))[:120]}" for kind, details in sorted(found.items())]
 
 
 # ---------------------------------------------------------------------------------------------

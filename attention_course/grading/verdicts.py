@@ -17,6 +17,7 @@ import torch
 from attention_course.grading.cases import Case, Check
 
 MAX_RESULT_FILE_BYTES = 16 << 20  # a case's outputs are small tensors; anything larger is not trusted
+FORBIDDEN_REASON = "uses a forbidden shortcut: "
 
 
 @dataclass
@@ -153,7 +154,7 @@ def judge_case(check: Check, case: Case, case_id: str, out: Path, static_forbidd
         return verdict
     forbidden = sorted(set(record.get("forbidden") or []) | static_forbidden)
     if forbidden:
-        verdict.reason = f"uses a forbidden shortcut: {', '.join(forbidden)}"
+        verdict.reason = FORBIDDEN_REASON + ", ".join(forbidden)
         return verdict
     got, reason = _rebuild(record.get("returned") or [], arrays)
     if reason:

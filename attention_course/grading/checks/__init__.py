@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from attention_course.grading.cases import Check
-from attention_course.grading.checks import soft_hard
+from attention_course.grading.checks import soft_hard, three_stages
 
 ASSIGNMENTS: dict[str, list[Check]] = {
     soft_hard.ASSIGNMENT: soft_hard.CHECKS,
+    three_stages.ASSIGNMENT: three_stages.CHECKS,
 }
 
 
