@@ -60,6 +60,9 @@ class Check:
     make_cases: Callable[[torch.Generator], list[Case]]
     reference: Callable[[Case], Any]  # the expected output of a case, computed in the trusted process
     forbidden: tuple[str, ...] = FORBIDDEN_CALLS
+    # compare(got, expected, case) -> "" when acceptable, else the reason in a student's words.
+    # None means verdicts.compare: tensors close to the reference, same shape and dtype.
+    compare: Callable[[Any, Any, Case], str] | None = None
 
 
 # ---------------------------------------------------------------------------------------------

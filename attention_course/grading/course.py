@@ -140,7 +140,8 @@ class Course:
             folder = self.root / "submitted" / student / assignment
             for nb in notebooks:
                 nb_checks = {g: c for g, c in checks.items() if g in _test_ids(released[nb])}
-                result = grade_notebook(folder / f"{nb}.ipynb", released[nb], nb_checks, sandboxed=sandboxed, limits=limits)
+                result = grade_notebook(folder / f"{nb}.ipynb", released[nb], nb_checks, sandboxed=sandboxed,
+                                        limits=limits, release_folder=self.root / "release" / assignment)
                 result.flags.extend(_timestamp_flags(folder))
                 result.save(results_path(self.results_dir, assignment, student, nb))
 

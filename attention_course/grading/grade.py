@@ -22,8 +22,7 @@ from attention_course.grading.cases import Check, write_program
 from attention_course.grading.submission import prepare
 from attention_course.grading.verdicts import FORBIDDEN_REASON, CheckVerdict, judge_case
 
-# Files of a submission folder that are copied into the sandbox next to the notebook (data the
-# notebook may read). Notebooks other than the one graded, and anything else, stay outside.
+# Data files of the released assignment that are copied into the sandbox next to the notebook.
 DATA_SUFFIXES = {".csv", ".txt", ".json", ".npz", ".npy", ".pt"}
 MAX_DATA_BYTES = 20 << 20
 
@@ -55,7 +54,9 @@ class NotebookResult:
         return cls(**json.loads(path.read_text(encoding="utf-8")))
 
 
-def _copy_data_files(source_folder: Path, workdir: Path) -> None:
+def _copy_data_files(release_folder: Path, workdir: Path) -> None:
+    """The assignment's own data files, from the release (never the student's copies, which may be edited)."""
+    source_folder = release_folder
     copied = 0
     for path in sorted(source_folder.iterdir()) if source_folder.is_dir() else []:
         if path.is_file() and not path.is_symlink() and path.suffix in DATA_SUFFIXES and path.name != "timestamp.txt":
@@ -69,6 +70,7 @@ def grade_notebook(
     released,
     checks: dict[str, Check],
     *,
+    release_folder: Path | None = None,
     sandboxed: bool = True,
     limits: sandbox.Limits = sandbox.Limits(),
     seed: int | None = None,
@@ -87,7 +89,8 @@ def grade_notebook(
     if prepared.readable:
         with tempfile.TemporaryDirectory(prefix="grade-") as folder:
             workdir = Path(folder)
-            _copy_data_files(submitted.parent, workdir)
+            if release_folder is not None:
+                _copy_data_files(release_folder, workdir)
             shutil.copy2(runner_module.__file__, workdir / "runner.py")
             write_program(workdir, prepared.cells, [case for _, case in planned])
             run = sandbox.run(workdir, [sys.executable, "-I", "runner.py", sandbox.INSIDE if sandboxed else str(workdir)],

@@ -166,6 +166,6 @@ def judge_case(check: Check, case: Case, case_id: str, out: Path, static_forbidd
             if after is None or not torch.equal(torch.from_numpy(after), arg):
                 verdict.reason = f"argument {position} was modified in place; a graded function must not change its inputs"
                 return verdict
-    verdict.reason = compare(got, reference_output(check, case), case)
+    verdict.reason = (check.compare or compare)(got, reference_output(check, case), case)
     verdict.passed = not verdict.reason
     return verdict
