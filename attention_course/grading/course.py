@@ -138,11 +138,14 @@ class Course:
 
         def work(student: str) -> None:
             folder = self.root / "submitted" / student / assignment
+            renamed = _adopt_renamed_notebook(folder, notebooks)
             for nb in notebooks:
                 nb_checks = {g: c for g, c in checks.items() if g in _test_ids(released[nb])}
                 result = grade_notebook(folder / f"{nb}.ipynb", released[nb], nb_checks, sandboxed=sandboxed,
                                         limits=limits, release_folder=self.root / "release" / assignment)
                 result.flags.extend(_timestamp_flags(folder))
+                if nb in renamed:
+                    result.flags.append(f"notebook renamed to {renamed[nb]}: graded as {nb}.ipynb")
                 result.save(results_path(self.results_dir, assignment, student, nb))
 
         jobs = jobs or os.cpu_count() or 1
@@ -205,6 +208,22 @@ class Course:
         app.config.CsvExportPlugin.to = str(destination)
         app.start()
         return destination
+
+
+def _adopt_renamed_notebook(folder: Path, notebooks: list[str]) -> dict[str, str]:
+    """A one-notebook assignment submitted under another name ("soft-hard (1).ipynb"): copy it to the
+    expected name, which nbgrader needs, keeping the student's file. Returns {expected: submitted name}."""
+    if len(notebooks) != 1 or not folder.is_dir():
+        return {}
+    expected = folder / f"{notebooks[0]}.ipynb"
+    others = [p for p in folder.glob("*.ipynb") if p != expected and p.is_file() and not p.is_symlink()]
+    if expected.exists():  # graded before: the copy made then is still the student's renamed file
+        same = [p for p in others if p.read_bytes() == expected.read_bytes()]
+        return {notebooks[0]: same[0].name} if len(others) == 1 and same else {}
+    if len(others) != 1:
+        return {}
+    shutil.copy2(others[0], expected)
+    return {notebooks[0]: others[0].name}
 
 
 def _test_ids(notebook) -> set[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import signal
 import sys
@@ -43,15 +44,19 @@ class _Timeout(BaseException):
 
 
 def _alarm(seconds: float):
-    def handler(signum, frame):
-        raise _Timeout(f"timed out after {seconds:g} s")
+    """Interrupt the student's code after ``seconds`` of CPU time (not wall time: a busy machine
+    grading several students at once must not make an honest call time out). Code that sleeps
+    instead of computing is stopped by the sandbox's wall-time limit."""
 
-    signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    def handler(signum, frame):
+        raise _Timeout(f"used more than {seconds:g} s of CPU time")
+
+    signal.signal(signal.SIGPROF, handler)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
 
 
 def _cancel_alarm():
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 class _CappedText(io.TextIOBase):
@@ -118,8 +123,15 @@ def _shell():
     return InteractiveShell.instance(config=config)
 
 
+def _exit_if_forked(runner_pid: int) -> None:
+    # A child that the student's code forked must not go on to run the grader's calls.
+    if os.getpid() != runner_pid:
+        os._exit(0)
+
+
 def run_cells(shell, cells: list[str], folder: Path, cell_timeout: float) -> None:
     report = []
+    runner_pid = os.getpid()
     for number, source in enumerate(cells):
         stdout, stderr = _CappedText(), _CappedText()
         started = time.perf_counter()
@@ -136,6 +148,7 @@ def run_cells(shell, cells: list[str], folder: Path, cell_timeout: float) -> Non
             status, error = "timeout", str(timeout)
         finally:
             _cancel_alarm()
+            _exit_if_forked(runner_pid)
         report.append({"cell": number, "status": status, "error": error, "stdout": stdout.value(),
                        "stderr": stderr.value(), "seconds": round(time.perf_counter() - started, 3)})
         (folder / "cells.json").write_text(json.dumps(report), encoding="utf-8")
@@ -225,7 +238,7 @@ def main(folder: Path) -> None:
             _save_case(out, case["id"], {"id": case["id"], "status": "timeout", "forbidden": [], "returned": [],
                                          "error": "not tried: an earlier call of the same function timed out"}, {})
             continue
-        if run_case(shell, case, arrays, out, program.get("case_timeout_s", 5)) == "timeout":
+        if run_case(shell, case, arrays, out, program.get("case_timeout_s", 10)) == "timeout":
             stuck.add(case["call"])
     (out / "done.json").write_text(json.dumps({"finished": True}), encoding="utf-8")
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from attention_course.grading.cases import Check
-from attention_course.grading.checks import soft_hard, three_stages
+from attention_course.grading.checks import seq2seq_attention, soft_hard, three_stages
 
 ASSIGNMENTS: dict[str, list[Check]] = {
     soft_hard.ASSIGNMENT: soft_hard.CHECKS,
     three_stages.ASSIGNMENT: three_stages.CHECKS,
+    seq2seq_attention.ASSIGNMENT: seq2seq_attention.CHECKS,
 }
 
 
