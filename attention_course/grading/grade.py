@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import shutil
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from attention_course.grading.submission import prepare
 from attention_course.grading.verdicts import FORBIDDEN_REASON, CheckVerdict, judge_case
 
 # Data files of the released assignment that are copied into the sandbox next to the notebook.
+_PARSE_LOCK = threading.Lock()
 DATA_SUFFIXES = {".csv", ".txt", ".json", ".npz", ".npy", ".pt"}
 MAX_DATA_BYTES = 20 << 20
 
@@ -78,7 +80,8 @@ def grade_notebook(
     """Grade ``submitted`` (a path that may not exist) against the ``released`` notebook's checks."""
     seed = secrets.randbits(63) if seed is None else seed
     result = NotebookResult(notebook=submitted.name, seed=seed)
-    prepared = prepare(submitted, released)
+    with _PARSE_LOCK:  # ast.parse is not thread-safe in CPython 3.11 (gh-106905)
+        prepared = prepare(submitted, released)
     result.flags.extend(prepared.flags)
     result.readable = prepared.readable
 

@@ -112,6 +112,12 @@ def prepare(submitted: Path, released) -> Prepared:
     for grade_id in released_tests:
         if grade_id not in seen_tests:
             flags.append(f"test cell {grade_id}: deleted (restored)")
+    present = {_grade_id(c) for c in notebook.cells}
+    missing_locked = [grade_id for grade_id in released_locked if grade_id not in present]
+    for grade_id in missing_locked:
+        flags.append(f"read-only cell {grade_id}: deleted (restored)")
+    # Read-only code cells (the setup) come first in every assignment: put deleted ones back there.
+    cells[:0] = [released_locked[grade_id] for grade_id in missing_locked]
 
     prepared = Prepared(cells=cells, flags=flags)
     prepared.forbidden_by_name, evasions = scan_forbidden(cells)
@@ -253,8 +259,9 @@ def _uses(node: ast.AST, own_definitions: set[str]) -> tuple[set[str], set[str]]
             imported = [a.name for a in child.names] if isinstance(child, ast.ImportFrom) else []
             forbidden |= {part for m in modules for part in m.split(".") if part in FORBIDDEN_MODULES | {"aten"}}
             forbidden |= set(imported) & (SHORTCUTS | FORBIDDEN_MODULES)
-        elif isinstance(child, ast.Constant) and isinstance(child.value, str):
-            forbidden |= set(child.value.replace(".", " ").split()) & (SHORTCUTS | FORBIDDEN_MODULES)
+        elif isinstance(child, ast.Constant) and isinstance(child.value, str) and " " not in child.value.strip():
+            # A name in a string, as in getattr(F, "softmax") or "torch.softmax"; prose (docstrings) is not.
+            forbidden |= set(child.value.strip().split(".")) & (SHORTCUTS | FORBIDDEN_MODULES)
     return forbidden, names
 
 

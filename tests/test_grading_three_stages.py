@@ -1,0 +1,231 @@
+"""The assignment ``three-stages`` graded end to end: real nbgrader, the sandbox, a real gradebook.
+
+Each sample submission has one bug (or none), and must lose exactly the points of the test cell that
+targets the function with the bug: a bug in ``masked_softmax`` must not also cost ``attention``'s points.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from nbgrader.api import Gradebook
+
+from attention_course.grading.checks import three_stages
+from attention_course.grading.course import Course
+from attention_course.grading.grade import NotebookResult
+from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
+from grading_support import filled, submit
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = NOTEBOOK = "three-stages"
+POINTS = {"test-dot-score": 2, "test-scaled-dot-score": 2, "test-cosine-score": 2,
+          "test-additive-score": 3, "test-masked-softmax": 4, "test-attention": 3}
+
+# The instructor's solution, one entry per solution cell; each bug below is a small edit of it.
+SOLUTION = {
+    "dot_score": '''
+def dot_score(queries, keys):
+    return torch.bmm(queries, keys.transpose(1, 2))
+''',
+    "scaled_dot_score": '''
+def scaled_dot_score(queries, keys):
+    return dot_score(queries, keys) / math.sqrt(queries.shape[-1])
+''',
+    "cosine_score": '''
+def cosine_score(queries, keys, eps=1e-8):
+    unit_queries = queries / queries.norm(dim=-1, keepdim=True).clamp_min(eps)
+    unit_keys = keys / keys.norm(dim=-1, keepdim=True).clamp_min(eps)
+    return dot_score(unit_queries, unit_keys)
+''',
+    "AdditiveScore": '''
+class AdditiveScore(nn.Module):
+    def __init__(self, query_dim, key_dim, hidden_dim):
+        super().__init__()
+        self.W_q = nn.Linear(query_dim, hidden_dim, bias=False)
+        self.W_k = nn.Linear(key_dim, hidden_dim, bias=False)
+        self.w_v = nn.Linear(hidden_dim, 1, bias=False)
+
+    def forward(self, queries, keys):
+        features = torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))
+        return self.w_v(features).squeeze(-1)
+''',
+    "masked_softmax": '''
+def masked_softmax(scores, valid_lens=None):
+    if valid_lens is None:
+        keep = torch.ones_like(scores, dtype=torch.bool)
+    else:
+        lengths = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]
+        keep = torch.arange(scores.shape[-1]) < lengths[..., None]
+    masked = scores.masked_fill(~keep, -math.inf)
+    shift = masked.amax(dim=-1, keepdim=True)
+    shift = torch.where(torch.isinf(shift), torch.zeros_like(shift), shift)
+    exps = torch.exp(masked - shift)
+    return exps / exps.sum(dim=-1, keepdim=True).clamp_min(1.0)
+''',
+    "attention": '''
+def attention(queries, keys, values, score_fn, valid_lens=None):
+    weights = masked_softmax(score_fn(queries, keys), valid_lens)
+    return torch.bmm(weights, values), weights
+''',
+}
+
+# Correct, in another style: einsum, a norm product in the cosine, the student's own softmax helper,
+# torch.where for the mask, valid_lens passed by keyword.
+OTHER_STYLE = {
+    "dot_score": '''
+def dot_score(queries, keys):
+    return torch.einsum("bqd,bkd->bqk", queries, keys)
+''',
+    "scaled_dot_score": '''
+def scaled_dot_score(queries, keys):
+    d = queries.size(-1)
+    return torch.einsum("bqd,bkd->bqk", queries, keys) * d ** -0.5
+''',
+    "cosine_score": '''
+def cosine_score(queries, keys, eps=1e-8):
+    lengths = queries.norm(dim=-1)[:, :, None] * keys.norm(dim=-1)[:, None, :]
+    return dot_score(queries, keys) / lengths.clamp_min(eps)
+''',
+    "AdditiveScore": '''
+class AdditiveScore(nn.Module):
+    def __init__(self, query_dim, key_dim, hidden_dim):
+        super().__init__()
+        self.W_q = nn.Linear(query_dim, hidden_dim, bias=False)
+        self.W_k = nn.Linear(key_dim, hidden_dim, bias=False)
+        self.w_v = nn.Linear(hidden_dim, 1, bias=False)
+
+    def forward(self, queries, keys):
+        q = self.W_q(queries)[:, :, None, :]
+        k = self.W_k(keys)[:, None, :, :]
+        return (torch.tanh(q + k) * self.w_v.weight[0]).sum(dim=-1)
+''',
+    "masked_softmax": '''
+def softmax(x, dim=-1):
+    top = torch.nan_to_num(x.max(dim=dim, keepdim=True).values, neginf=0.0)
+    e = (x - top).exp()
+    total = e.sum(dim=dim, keepdim=True)
+    return torch.where(total > 0, e / total, torch.zeros_like(e))
+
+
+def masked_softmax(scores, valid_lens=None):
+    if valid_lens is None:
+        return softmax(scores)
+    B, Q, K = scores.shape
+    if valid_lens.dim() == 1:
+        valid_lens = valid_lens.unsqueeze(1).expand(B, Q)
+    padding = torch.arange(K).view(1, 1, K) >= valid_lens.unsqueeze(-1)
+    return softmax(torch.where(padding, torch.full_like(scores, float("-inf")), scores))
+''',
+    "attention": '''
+def attention(queries, keys, values, score_fn, valid_lens=None):
+    w = masked_softmax(score_fn(queries, keys), valid_lens=valid_lens)
+    return torch.einsum("bqk,bkv->bqv", w, values), w
+''',
+}
+
+
+def with_bug(function: str, before: str, after: str) -> dict[str, str]:
+    assert before in SOLUTION[function], (function, before)
+    return {**SOLUTION, function: SOLUTION[function].replace(before, after)}
+
+
+# The solution itself is graded by `attention-course release`, which must give it full marks.
+SAMPLES = {
+    "other-style": OTHER_STYLE,
+    "mask-zero": with_bug("masked_softmax", "-math.inf)", "0.0)"),
+    "cosine-no-eps": {**SOLUTION, "cosine_score": '''
+def cosine_score(queries, keys, eps=1e-8):
+    lengths = queries.norm(dim=-1).unsqueeze(2) * keys.norm(dim=-1).unsqueeze(1)
+    return dot_score(queries, keys) / lengths
+'''},
+    "scaled-by-d": with_bug("scaled_dot_score", "math.sqrt(queries.shape[-1])", "queries.shape[-1]"),
+    "in-place": with_bug("masked_softmax", "masked = scores.masked_fill(", "masked = scores.masked_fill_("),
+    "attention-ignores-mask": with_bug("attention", "score_fn(queries, keys), valid_lens)", "score_fn(queries, keys))"),
+    "forbidden-cosine": {**SOLUTION, "cosine_score": '''
+def cosine_score(queries, keys, eps=1e-8):
+    return F.cosine_similarity(queries.unsqueeze(2), keys.unsqueeze(1), dim=-1, eps=eps)
+'''},
+}
+
+# Which test cell each sample fails, and a phrase its feedback must contain.
+EXPECTED_FAILURES = {
+    "other-style": {},
+    "mask-zero": {"test-masked-softmax": "wrong values"},
+    "cosine-no-eps": {"test-cosine-score": "NaN"},
+    "scaled-by-d": {"test-scaled-dot-score": "wrong values"},
+    "in-place": {"test-masked-softmax": "modified in place"},
+    "attention-ignores-mask": {"test-attention": "wrong values"},
+    "forbidden-cosine": {"test-cosine-score": "forbidden shortcut: cosine_similarity"},
+}
+# What the instructor is told about each sample beyond its score.
+EXPECTED_FLAGS = {student: [] for student in SAMPLES} | {
+    "forbidden-cosine": ["forbidden shortcuts: cosine_score uses cosine_similarity"],
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = Course(tmp_path_factory.mktemp("three-stages") / "course")
+    course.generate(ASSIGNMENT)
+    released = course.released(ASSIGNMENT, NOTEBOOK)
+    for student, answers in SAMPLES.items():
+        submit(course.root, student, ASSIGNMENT, NOTEBOOK, filled(released, answers))
+    summaries = {s.student: s for s in course.grade(ASSIGNMENT, jobs=2, progress=False)}
+    results = {student: NotebookResult.load(results_path(course.results_dir, ASSIGNMENT, student, NOTEBOOK))
+               for student in SAMPLES}
+    return course, summaries, results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student", list(SAMPLES))
+def test_each_bug_costs_exactly_the_points_of_its_own_test(graded, student):
+    _, summaries, results = graded
+    result = results[student]
+    assert result.flags == EXPECTED_FLAGS[student]
+    assert summaries[student].flags == [f"{NOTEBOOK}: {flag}" for flag in EXPECTED_FLAGS[student]]
+    assert {g: c["points"] for g, c in result.checks.items()} == POINTS
+    failed = {g for g, c in result.checks.items() if not c["passed"]}
+    assert failed == set(EXPECTED_FAILURES[student]), {g: result.checks[g]["message"] for g in failed}
+    for grade_id, phrase in EXPECTED_FAILURES[student].items():
+        assert phrase in result.checks[grade_id]["message"]
+    expected_score = sum(POINTS.values()) - sum(POINTS[g] for g in EXPECTED_FAILURES[student])
+    assert (result.score, summaries[student].score) == (expected_score, expected_score)
+
+
+@pytest.mark.slow
+def test_the_gradebook_holds_the_same_scores_per_test_cell(graded):
+    course, _, results = graded
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        for student in SAMPLES:
+            notebook = gradebook.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
+            cells = {grade.name: grade.score for grade in notebook.grades}
+            assert cells == {g: (c["points"] if c["passed"] else 0) for g, c in results[student].checks.items()}
+            assert (notebook.score, notebook.max_score) == (results[student].score, 16)
+
+
+@pytest.mark.slow
+def test_hidden_cases_are_named_only_by_their_labels_in_feedback(graded):
+    _, _, results = graded
+    message = results["mask-zero"].checks["test-masked-softmax"]["message"]
+    assert re.search(r"hidden case '.*valid_lens", message)
+    assert "run_hidden_check" not in message and "BEGIN HIDDEN TESTS" not in message
+
+
+def test_the_notebooks_given_score_functions_are_the_graders():
+    """The setup cell's distance_score and bilinear_score compute what the grader's references assume."""
+    source = nbformat.read(ROOT / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    setup = next(c.source for c in source.cells if (c.metadata.get("nbgrader") or {}).get("grade_id") == "setup")
+    namespace: dict = {}
+    exec(compile(setup, "setup", "exec"), namespace)
+    generator = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.float64):
+        queries = torch.randn(2, 3, 4, generator=generator).to(dtype)
+        keys = torch.randn(2, 5, 4, generator=generator).to(dtype)
+        other_keys = torch.randn(2, 5, 3, generator=generator).to(dtype)
+        for name, score_fn in three_stages.GIVEN_SCORES.items():
+            for k in (keys, other_keys) if name == "bilinear" else (keys,):
+                torch.testing.assert_close(namespace["GIVEN_SCORES"][name](queries, k), score_fn(queries, k))
