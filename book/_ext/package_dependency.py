@@ -24,7 +24,8 @@ STAMP_NAME = "course-package.sha256"
 
 def package_hash(root: Path) -> str:
     digest = hashlib.sha256()
-    for path in sorted((root / PACKAGE).rglob("*.py")):
+    # Python, and the widgets' front-end code that chapters embed in their pages.
+    for path in sorted(p for p in (root / PACKAGE).rglob("*") if p.suffix in {".py", ".js", ".css"}):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
