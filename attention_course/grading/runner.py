@@ -106,6 +106,12 @@ class _RecordOps(TorchDispatchMode):
         super().__init__()
         self.seen = seen
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Otherwise torch wraps __torch_dispatch__ to disable dynamo, and importing dynamo costs a
+        # second per sandbox; nothing here is compiled.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
         if name in FORBIDDEN:
