@@ -14,56 +14,22 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-# One colour per role, the same in every diagram of the chapter.
-QUERY_COLOUR = "#f4c28a"  # orange: the query, what we look for
-KEY_COLOUR = "#a9cbe8"  # blue: the keys, what the query is compared with
-VALUE_COLOUR = "#b9deb0"  # green: the values, what is taken in
-POOL_COLOUR = "#e6d5ef"  # purple: where the weights are made and applied
-OUTPUT_COLOUR = "#f2b8b5"  # red: the result
-
-
-def _box(ax, x, y, width, height, text, colour, fontsize=11, **text_kwargs):
-    """A rounded box centred on (x, y) with ``text`` in it; returns (left, right, bottom, top)."""
-    ax.add_patch(
-        FancyBboxPatch(
-            (x - width / 2, y - height / 2), width, height,
-            boxstyle="round,pad=0.02,rounding_size=0.12", facecolor=colour, edgecolor="#444444", linewidth=1.2,
-        )
-    )
-    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, **text_kwargs)
-    return x - width / 2, x + width / 2, y - height / 2, y + height / 2
-
-
-def _arrow(ax, start, end, colour="#333333", style="-|>", linestyle="-", linewidth=1.4):
-    ax.annotate(
-        "", xy=end, xytext=start,
-        arrowprops=dict(arrowstyle=style, color=colour, linestyle=linestyle, linewidth=linewidth,
-                        shrinkA=0, shrinkB=0, mutation_scale=14),
-    )
-
-
-def _canvas(width, height, xlim, ylim):
-    fig, ax = plt.subplots(figsize=(width, height))
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    return fig, ax
-
-
-def _vector(v: torch.Tensor, decimals: int | None = None) -> str:
-    """(1, 2) for a vector, 10 for a single number: short enough to check by hand.
-
-    With ``decimals``, every number is written with that many digits after the point."""
-    form = "g" if decimals is None else f".{decimals}f"
-    numbers = [f"{x:{form}}" for x in torch.as_tensor(v).reshape(-1).tolist()]
-    return numbers[0] if len(numbers) == 1 else "(" + ", ".join(numbers) + ")"
-
+from attention_course.figures.diagrams import (
+    KEY_COLOUR,
+    OUTPUT_COLOUR,
+    POOL_COLOUR,
+    QUERY_COLOUR,
+    VALUE_COLOUR,
+    arrow,
+    box,
+    canvas,
+    vector_text,
+)
 
 def draw_attention_pooling(num_inputs: int = 4):
     """Fig. 8-2: the query (a volitional cue) meets the keys (non-volitional cues) in attention
     pooling, which biases the selection among the values (sensory inputs) paired with them."""
-    fig, ax = _canvas(8.4, 5.1, (0, 12.2), (0, 7.4))
+    fig, ax = canvas(8.4, 5.1, (0, 12.2), (0, 7.4))
     spacing = 1.9
     xs = [5.0 + spacing * i for i in range(num_inputs)]
     pool_left, pool_right = xs[0] - 0.9, xs[-1] + 0.9
@@ -72,22 +38,22 @@ def draw_attention_pooling(num_inputs: int = 4):
     for i, x in enumerate(xs, start=1):
         ax.add_patch(Rectangle((x - 0.8, 0.35), 1.6, 2.6, facecolor="none", edgecolor="#888888",
                                linestyle="--", linewidth=1.0))
-        _box(ax, x, 2.25, 1.3, 0.8, f"$v_{i}$", VALUE_COLOUR, fontsize=13)
-        _box(ax, x, 1.05, 1.3, 0.8, f"$k_{i}$", KEY_COLOUR, fontsize=13)
-        _arrow(ax, (x, 2.95), (x, 3.75))
+        box(ax, x, 2.25, 1.3, 0.8, f"$v_{i}$", VALUE_COLOUR, fontsize=13)
+        box(ax, x, 1.05, 1.3, 0.8, f"$k_{i}$", KEY_COLOUR, fontsize=13)
+        arrow(ax, (x, 2.95), (x, 3.75))
     ax.text(0.2, 2.25, "Values 值\n= sensory inputs 感官输入", va="center", fontsize=10.5)
     ax.text(0.2, 1.05, "Keys 键\n= non-volitional cues\n    非自主性提示", va="center", fontsize=10.5)
 
-    _box(ax, (pool_left + pool_right) / 2, 4.3, pool_right - pool_left, 1.1,
+    box(ax, (pool_left + pool_right) / 2, 4.3, pool_right - pool_left, 1.1,
          "Attention pooling 集中注意力", POOL_COLOUR, fontsize=13)
-    _, q_right, _, _ = _box(ax, 1.6, 4.3, 2.7, 1.35, "Query 查询\n= volitional cue\n自主性提示", QUERY_COLOUR,
+    _, q_right, _, _ = box(ax, 1.6, 4.3, 2.7, 1.35, "Query 查询\n= volitional cue\n自主性提示", QUERY_COLOUR,
                             fontsize=10.5)
-    _arrow(ax, (q_right, 4.3), (pool_left, 4.3))
+    arrow(ax, (q_right, 4.3), (pool_left, 4.3))
     ax.text((q_right + pool_left) / 2, 4.15, "meets\nthe keys", ha="center", va="top", fontsize=9)
 
     centre = (pool_left + pool_right) / 2
-    _arrow(ax, (centre, 4.85), (centre, 5.75))
-    _box(ax, centre, 6.35, 5.4, 1.05, "Output 输出: the values,\nweighted towards what the query seeks",
+    arrow(ax, (centre, 4.85), (centre, 5.75))
+    box(ax, centre, 6.35, 5.4, 1.05, "Output 输出: the values,\nweighted towards what the query seeks",
          OUTPUT_COLOUR, fontsize=10.5)
     fig.tight_layout()
     return fig
@@ -96,7 +62,7 @@ def draw_attention_pooling(num_inputs: int = 4):
 def draw_source_query(num_pairs: int = 4):
     """Fig. 8-3: the Source is a sequence of <Key, Value> pairs; a Query from the Target is compared
     with every Key, and the Values, weighted by the results, add up to the attention value."""
-    fig, ax = _canvas(8.6, 4.7, (0, 14.2), (-0.5, 7.1))
+    fig, ax = canvas(8.6, 4.7, (0, 14.2), (-0.5, 7.1))
     row_gap = 1.3
     ys = [5.6 - row_gap * r for r in range(num_pairs + 1)]  # one extra row for the dots before T
     labels = [str(i) for i in range(1, num_pairs)] + ["⋮", "T"]
@@ -107,22 +73,22 @@ def draw_source_query(num_pairs: int = 4):
                                 edgecolor="#888888", linewidth=1.0))
     ax.text(5.75, ys[0] + 0.85, "Source 源: ⟨Key, Value⟩ pairs, length T", ha="center", fontsize=11)
 
-    _, q_right, _, _ = _box(ax, 1.25, ys[2], 2.2, 1.3, "Query 查询\n(from the\nTarget 目标)", QUERY_COLOUR,
+    _, q_right, _, _ = box(ax, 1.25, ys[2], 2.2, 1.3, "Query 查询\n(from the\nTarget 目标)", QUERY_COLOUR,
                             fontsize=10.5)
-    _, sum_right, _, _ = _box(ax, sum_x, ys[2], 0.9, 0.9, "Σ", POOL_COLOUR, fontsize=16)
+    _, sum_right, _, _ = box(ax, sum_x, ys[2], 0.9, 0.9, "Σ", POOL_COLOUR, fontsize=16)
     for y, label in zip(ys, labels):
         if label == "⋮":
             ax.text(key_x, y, "⋮", ha="center", va="center", fontsize=16)
             ax.text(value_x, y, "⋮", ha="center", va="center", fontsize=16)
             continue
-        key_left, _, _, _ = _box(ax, key_x, y, 1.7, 0.75, f"$Key_{{{label}}}$", KEY_COLOUR, fontsize=12)
-        _, value_right, _, _ = _box(ax, value_x, y, 1.7, 0.75, f"$Value_{{{label}}}$", VALUE_COLOUR, fontsize=12)
+        key_left, _, _, _ = box(ax, key_x, y, 1.7, 0.75, f"$Key_{{{label}}}$", KEY_COLOUR, fontsize=12)
+        _, value_right, _, _ = box(ax, value_x, y, 1.7, 0.75, f"$Value_{{{label}}}$", VALUE_COLOUR, fontsize=12)
         ax.text((key_x + value_x) / 2, y, ",", ha="center", va="center", fontsize=12)
         ax.text(key_x - 1.05, y, "⟨", ha="center", va="center", fontsize=16)
         ax.text(value_x + 1.05, y, "⟩", ha="center", va="center", fontsize=16)
-        _arrow(ax, (q_right, ys[2]), (key_left - 0.28, y), colour="#999999", linestyle="--", linewidth=1.0)
+        arrow(ax, (q_right, ys[2]), (key_left - 0.28, y), colour="#999999", linestyle="--", linewidth=1.0)
         start, end = (value_right + 0.3, y), (sum_x - 0.5, ys[2] + 0.25 * (y - ys[2]) / row_gap)
-        _arrow(ax, start, end)
+        arrow(ax, start, end)
         # The weight's label sits a quarter of the way along its arrow, on the side away from it.
         at_x, at_y = start[0] + 0.25 * (end[0] - start[0]), start[1] + 0.25 * (end[1] - start[1])
         rising = end[1] > start[1]
@@ -130,8 +96,8 @@ def draw_source_query(num_pairs: int = 4):
                 ha="left", va="top" if rising else "bottom", fontsize=11)
     ax.text(1.25, ys[2] - 0.95, "compared with\nevery $Key_i$:\nsimilarity → $a_i$", ha="center", va="top",
             fontsize=9.5, color="#555555")
-    _arrow(ax, (sum_right, ys[2]), (sum_right + 0.7, ys[2]))
-    _box(ax, sum_right + 1.75, ys[2], 2.1, 1.1, "Attention\nvalue 注意力值", OUTPUT_COLOUR, fontsize=10.5)
+    arrow(ax, (sum_right, ys[2]), (sum_right + 0.7, ys[2]))
+    box(ax, sum_right + 1.75, ys[2], 2.1, 1.1, "Attention\nvalue 注意力值", OUTPUT_COLOUR, fontsize=10.5)
     fig.tight_layout()
     return fig
 
@@ -158,7 +124,7 @@ def draw_three_stages(
     column = 3.4
     xs = [5.0 + column * i for i in range(num_keys)]
     width = xs[-1] + 2.0
-    fig, ax = _canvas(0.66 * width, 6.5, (0, width), (0.4, 11.3))
+    fig, ax = canvas(0.66 * width, 6.5, (0, width), (0.4, 11.3))
 
     # Shaded bands, one per stage, with the stage's name at the left.
     bands = [(7.05, 9.15, "Stage 1 第1阶段\nscore 相似度\n$s_i = F(Q, K_i)$"),
@@ -170,34 +136,34 @@ def draw_three_stages(
 
     # Top: the query runs along a bus above the keys and drops into every score box.
     bus_y = 10.85
-    _, q_right, _, _ = _box(ax, 1.6, bus_y, 2.8, 0.75, f"$Q$ = {_vector(query)}", QUERY_COLOUR, fontsize=11.5)
+    _, q_right, _, _ = box(ax, 1.6, bus_y, 2.8, 0.75, f"$Q$ = {vector_text(query)}", QUERY_COLOUR, fontsize=11.5)
     ax.plot([q_right, xs[-1] + 0.95], [bus_y, bus_y], color="#333333", linewidth=1.4)
     for i, x in enumerate(xs):
-        _box(ax, x - 0.4, 9.85, 2.0, 0.75, f"$K_{i + 1}$ = {_vector(keys[i])}", KEY_COLOUR, fontsize=11)
-        _arrow(ax, (x - 0.4, 9.47), (x - 0.4, 8.72))
-        _arrow(ax, (x + 0.95, bus_y), (x + 0.95, 8.72))
-        _box(ax, x, 8.35, 2.6, 0.75, score_name.replace("_i", f"_{i + 1}"), POOL_COLOUR, fontsize=11)
-        _arrow(ax, (x, 7.97), (x, 7.62))
+        box(ax, x - 0.4, 9.85, 2.0, 0.75, f"$K_{i + 1}$ = {vector_text(keys[i])}", KEY_COLOUR, fontsize=11)
+        arrow(ax, (x - 0.4, 9.47), (x - 0.4, 8.72))
+        arrow(ax, (x + 0.95, bus_y), (x + 0.95, 8.72))
+        box(ax, x, 8.35, 2.6, 0.75, score_name.replace("_i", f"_{i + 1}"), POOL_COLOUR, fontsize=11)
+        arrow(ax, (x, 7.97), (x, 7.62))
         ax.text(x, 7.35, f"$s_{i + 1}$ = {scores[i].item():.3f}", ha="center", va="center", fontsize=11.5)
-        _arrow(ax, (x, 7.1), (x, 6.6))
+        arrow(ax, (x, 7.1), (x, 6.6))
     left, right = xs[0] - 1.3, xs[-1] + 1.3
-    _box(ax, (left + right) / 2, 6.25, right - left, 0.7, "softmax: $a_i = e^{s_i}\\,/\\,\\Sigma_j\\, e^{s_j}$", POOL_COLOUR,
+    box(ax, (left + right) / 2, 6.25, right - left, 0.7, "softmax: $a_i = e^{s_i}\\,/\\,\\Sigma_j\\, e^{s_j}$", POOL_COLOUR,
          fontsize=11.5)
     for i, x in enumerate(xs):
-        _arrow(ax, (x, 5.88), (x, 5.45))
+        arrow(ax, (x, 5.88), (x, 5.45))
         ax.text(x, 5.2, f"$a_{i + 1}$ = {weights[i].item():.4f}", ha="center", va="center", fontsize=11.5)
         # Stage 3: the weight and the value meet in a product.
-        _box(ax, x + 0.75, 4.0, 1.45, 0.7, f"$V_{i + 1}$ = {_vector(values[i])}", VALUE_COLOUR, fontsize=11)
-        _arrow(ax, (x, 4.95), (x - 0.1, 3.0))
-        _arrow(ax, (x + 0.75, 3.64), (x + 0.3, 3.0))
+        box(ax, x + 0.75, 4.0, 1.45, 0.7, f"$V_{i + 1}$ = {vector_text(values[i])}", VALUE_COLOUR, fontsize=11)
+        arrow(ax, (x, 4.95), (x - 0.1, 3.0))
+        arrow(ax, (x + 0.75, 3.64), (x + 0.3, 3.0))
         product = weights[i] * values[i]
-        _box(ax, x, 2.65, 3.15, 0.65, f"{weights[i].item():.4f} × {_vector(values[i])} ≈ "
-             f"{_vector(product, decimals=3)}", "white", fontsize=10.5)
-        _arrow(ax, (x, 2.32), ((left + right) / 2 + 0.3 * (x - (left + right) / 2) / column, 1.45))
+        box(ax, x, 2.65, 3.15, 0.65, f"{weights[i].item():.4f} × {vector_text(values[i])} ≈ "
+             f"{vector_text(product, decimals=3)}", "white", fontsize=10.5)
+        arrow(ax, (x, 2.32), ((left + right) / 2 + 0.3 * (x - (left + right) / 2) / column, 1.45))
     centre = (left + right) / 2
-    _box(ax, centre, 1.1, 0.7, 0.7, "Σ", POOL_COLOUR, fontsize=15)
-    _arrow(ax, (centre + 0.36, 1.1), (centre + 1.2, 1.1))
-    ax.text(centre + 1.3, 1.1, f"Attention value 注意力值\n= {_vector(output, decimals=3)}",
+    box(ax, centre, 1.1, 0.7, 0.7, "Σ", POOL_COLOUR, fontsize=15)
+    arrow(ax, (centre + 0.36, 1.1), (centre + 1.2, 1.1))
+    ax.text(centre + 1.3, 1.1, f"Attention value 注意力值\n= {vector_text(output, decimals=3)}",
             va="center", fontsize=11.5, bbox=dict(boxstyle="round", facecolor=OUTPUT_COLOUR, edgecolor="#444444"))
     fig.tight_layout()
     return fig
