@@ -75,8 +75,8 @@ def test_built_pages_pass_the_static_check(built_html):
 
 
 def test_the_book_offers_each_student_notebook_for_download_and_no_solution(built_html):
-    downloads = {p.name: p for p in (built_html / "_downloads").rglob("*.ipynb")}
-    for exercise in (ROOT / "exercises").rglob("*.ipynb"):
+    downloads = {p.name: p for p in (built_html / "_downloads").rglob("*") if p.is_file()}
+    for exercise in (p for p in (ROOT / "exercises").rglob("*") if p.is_file()):  # notebooks and their data
         assert exercise.name in downloads, f"no download of {exercise.relative_to(ROOT)} in the book"
         assert downloads[exercise.name].read_bytes() == exercise.read_bytes()
     for path in built_html.rglob("*"):

@@ -1,0 +1,302 @@
+"""The seq2seq-attention assignment: its checks on their own (fast), then end to end (slow).
+
+End to end means real nbgrader, a real SQLite gradebook and the real sandbox. Every sample submission
+trains its model inside the sandbox (5 to 40 seconds each), so there are few of them: a correct one in
+another style, and one per typical bug of this assignment. Each bug must cost exactly the points of its
+own test cell and no other.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from nbgrader.api import Gradebook
+
+from attention_course.grading.checks.seq2seq_attention import (
+    ACCURACY_THRESHOLD, NEW_SENTENCES, TranslationCase, translate_cases,
+)
+from attention_course.grading.checks.seq2seq_attention import _accuracy as accuracy_verdict
+from attention_course.grading.course import Course
+from attention_course.grading.exercise_data import SEQ2SEQ_CORPUS_FILE, seq2seq_corpus
+from attention_course.grading.grade import NotebookResult
+from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
+from attention_course.grading.stock import run_hidden_check
+from grading_support import filled, submit
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "seq2seq-attention"
+SOLUTION = ROOT / "solutions" / ASSIGNMENT
+
+CORRECT = {
+    # Not the solution's style: finfo.min instead of -inf, where, einsum, other names, a Python list per sentence.
+    "masked_softmax": (
+        "def masked_softmax(scores, lengths):\n"
+        "    keep = torch.arange(scores.size(1))[None, :] < lengths[:, None]\n"
+        "    lowest = torch.tensor(torch.finfo(scores.dtype).min, dtype=scores.dtype)\n"
+        "    s = torch.where(keep, scores, lowest)\n"
+        "    e = (s - s.max(dim=1, keepdim=True).values).exp()\n"
+        "    return e / e.sum(dim=1, keepdim=True)"
+    ),
+    "AdditiveAttention": (
+        "class AdditiveAttention(nn.Module):\n"
+        "    def __init__(self, query_dim, key_dim, hidden_dim):\n"
+        "        super().__init__()\n"
+        "        self.W_q = nn.Linear(query_dim, hidden_dim, bias=False)\n"
+        "        self.W_k = nn.Linear(key_dim, hidden_dim, bias=False)\n"
+        "        self.w_v = nn.Linear(hidden_dim, 1, bias=False)\n"
+        "\n"
+        "    def forward(self, query, keys, lengths):\n"
+        "        e = self.w_v(torch.tanh(self.W_q(query)[:, None, :] + self.W_k(keys)))[..., 0]\n"
+        "        a = masked_softmax(e, lengths)\n"
+        "        return torch.einsum('bs,bsc->bc', a, keys), a"
+    ),
+    "AttentionDecoder": (
+        "class AttentionDecoder(nn.Module):\n"
+        "    def __init__(self, vocab_size, embed_dim, hidden_dim, context_dim, attention_dim):\n"
+        "        super().__init__()\n"
+        "        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)\n"
+        "        self.attention = AdditiveAttention(hidden_dim, context_dim, attention_dim)\n"
+        "        self.cell = nn.GRUCell(embed_dim + context_dim, hidden_dim)\n"
+        "        self.output = nn.Linear(hidden_dim + context_dim + embed_dim, vocab_size)\n"
+        "\n"
+        "    def forward(self, previous_tokens, previous_hidden, encoder_states, source_lengths):\n"
+        "        emb = self.embedding(previous_tokens)\n"
+        "        c, a = self.attention(previous_hidden, encoder_states, source_lengths)\n"
+        "        h = self.cell(torch.cat((emb, c), 1), previous_hidden)\n"
+        "        return self.output(torch.cat((h, c, emb), 1)), h, a"
+    ),
+    "train": (
+        "torch.manual_seed(0)\n"
+        "model = Seq2Seq(Encoder(len(source_words), 32, 64), AttentionDecoder(len(target_words), 32, 64, 64, 64))\n"
+        "final_accuracy = train(model, max_seconds=40)"
+    ),
+    "translate": (
+        "@torch.no_grad()\n"
+        "def translate(sentences):\n"
+        "    source, lengths = source_batch(sentences)\n"
+        "    states, final = model.encoder(source, lengths)\n"
+        "    hidden = model.initial_state(final)\n"
+        "    word = torch.full((len(sentences),), BOS)\n"
+        "    out = [[] for _ in sentences]\n"
+        "    done = [False] * len(sentences)\n"
+        "    for _ in range(2 * source.shape[1] + 2):\n"
+        "        logits, hidden, _ = model.decoder(word, hidden, states, lengths)\n"
+        "        word = logits.argmax(dim=1)\n"
+        "        for row, i in enumerate(word.tolist()):\n"
+        "            if i == EOS:\n"
+        "                done[row] = True\n"
+        "            elif not done[row]:\n"
+        "                out[row].append(target_words[i])\n"
+        "        if all(done):\n"
+        "            break\n"
+        "    return [' '.join(words) for words in out]"
+    ),
+}
+
+
+def answers(**changes: str) -> dict[str, str]:
+    return {**CORRECT, **changes}
+
+
+def _decoder_with(forward_body: str) -> str:
+    """The correct AttentionDecoder with another forward."""
+    head = CORRECT["AttentionDecoder"].split("    def forward")[0]
+    return head + "    def forward(self, previous_tokens, previous_hidden, encoder_states, source_lengths):\n" + forward_body
+
+
+FULL = {"test-masked-softmax": 2, "test-additive-attention": 3, "test-decoder-step": 4, "test-translate": 6}
+
+# student -> (solution cells, expected points per test cell, expected flag fragments)
+SAMPLES = {
+    "correct-other-style": (answers(), FULL, []),
+    # Computes H_i first (the GRU step without a context), then attends with it: a different model, which
+    # trains as well, so it loses the step's points and nothing else.
+    "query-is-new-state": (
+        answers(AttentionDecoder=_decoder_with(
+            "        emb = self.embedding(previous_tokens)\n"
+            "        blank = encoder_states.new_zeros(emb.shape[0], encoder_states.shape[-1])\n"
+            "        h = self.cell(torch.cat((emb, blank), 1), previous_hidden)\n"
+            "        c, a = self.attention(h, encoder_states, source_lengths)\n"
+            "        return self.output(torch.cat((h, c, emb), 1)), h, a")),
+        {**FULL, "test-decoder-step": 0}, []),
+    # Padded scores set to 0 instead of -inf: the padding gets weight. The model still learns to translate
+    # (the encoder's states there are 0), so only masked_softmax's own test fails.
+    "mask-filled-with-zero": (
+        answers(masked_softmax=(
+            "def masked_softmax(scores, lengths):\n"
+            "    keep = torch.arange(scores.shape[1]) < lengths[:, None]\n"
+            "    s = scores.masked_fill(~keep, 0.0)\n"
+            "    e = torch.exp(s - s.amax(dim=1, keepdim=True))\n"
+            "    return e / e.sum(dim=1, keepdim=True)")),
+        {**FULL, "test-masked-softmax": 0}, []),
+    # Forgets the lengths in AdditiveAttention: it attends to the padding too.
+    "attention-ignores-lengths": (
+        answers(AdditiveAttention=CORRECT["AdditiveAttention"].replace(
+            "a = masked_softmax(e, lengths)", "a = masked_softmax(e, torch.full_like(lengths, keys.shape[1]))")),
+        {**FULL, "test-additive-attention": 0}, []),
+    # Masks the caller's scores in place (masked_fill_): right weights, changed input.
+    "masks-scores-in-place": (
+        answers(masked_softmax=(
+            "def masked_softmax(scores, lengths):\n"
+            "    keep = torch.arange(scores.shape[1]) < lengths[:, None]\n"
+            "    scores.masked_fill_(~keep, float('-inf'))\n"
+            "    e = torch.exp(scores - scores.amax(dim=1, keepdim=True))\n"
+            "    return e / e.sum(dim=1, keepdim=True)")),
+        {**FULL, "test-masked-softmax": 0}, []),
+    # Trains for one second only: every function is right, the translations are not.
+    "barely-trained": (
+        answers(train=CORRECT["train"].replace("max_seconds=40", "max_seconds=1")),
+        {**FULL, "test-translate": 0}, []),
+    "unanswered": ({}, {grade_id: 0 for grade_id in FULL}, []),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks on their own.
+
+
+def test_the_new_sentences_are_drawn_afresh_and_never_come_from_the_shipped_file():
+    corpus = seq2seq_corpus()
+    shipped = {pair.source_text for pair in corpus.train_pairs + corpus.held_out_pairs}
+    drawn = []
+    for seed in (1, 2):
+        visible, new = translate_cases(torch.Generator().manual_seed(seed))
+        assert not visible.hidden and new.hidden
+        assert list(visible.args[0]) == [pair.source_text for pair in corpus.held_out_pairs]
+        sentences = new.args[0]
+        assert len(sentences) == len(set(sentences)) == len(new.references) == NEW_SENTENCES
+        assert not set(sentences) & shipped
+        drawn.append(sentences)
+    assert drawn[0] != drawn[1]
+
+
+def test_accuracy_passes_at_the_threshold_and_says_how_far_below_it_is():
+    sentences, references = ["Tom chase Jerry"] * 10, ("汤姆 追逐 杰瑞",) * 10
+    case = TranslationCase("test-translate", "ten", "translate", (sentences,), references=references)
+    right = round(10 * ACCURACY_THRESHOLD)
+    assert accuracy_verdict(["汤姆  追逐 杰瑞 "] * right + ["汤姆"] * (10 - right), references, case) == ""
+    below = accuracy_verdict(["汤姆 追逐 杰瑞"] * (right - 1) + ["汤姆"] * (11 - right), references, case)
+    assert f"exact-match accuracy {(right - 1) / 10:.3f} ({right - 1} of 10 sentences)" in below
+    assert "'Tom chase Jerry' should be '汤姆 追逐 杰瑞', got '汤姆'" in below
+    assert "one translation per sentence" in accuracy_verdict(["汤姆 追逐 杰瑞"] * 9, references, case)
+    assert "a list of strings" in accuracy_verdict((("汤姆", "追逐", "杰瑞"),) * 10, references, case)
+
+
+def _solution_cells() -> dict[str, str]:
+    notebook = nbformat.read(SOLUTION / f"{ASSIGNMENT}.ipynb", as_version=4)
+    return {cell.metadata["nbgrader"]["grade_id"]: re.sub(r"^\s*### (BEGIN|END) SOLUTION\n", "", cell.source, flags=re.M)
+            for cell in notebook.cells if cell.cell_type == "code" and "nbgrader" in cell.metadata}
+
+
+@pytest.mark.parametrize("grade_id", ["test-masked-softmax", "test-additive-attention", "test-decoder-step"])
+def test_the_solution_passes_its_checks_through_the_notebooks_own_helpers(grade_id, monkeypatch):
+    # What stock nbgrader runs: the hidden part of a test cell, in the kernel, on the solution's functions.
+    monkeypatch.chdir(SOLUTION)  # the setup cell reads toy_corpus.json from the working folder
+    cells, namespace = _solution_cells(), {}
+    threads = torch.get_num_threads()
+    try:
+        for grade_id_ in ("setup", "masked_softmax", "AdditiveAttention", "AttentionDecoder"):
+            exec(compile(cells[grade_id_], grade_id_, "exec"), namespace)
+    finally:
+        torch.set_num_threads(threads)  # the setup cell sets one thread
+    run_hidden_check(ASSIGNMENT, grade_id, namespace)
+
+
+@pytest.mark.parametrize("grade_id", ["test-additive-attention", "test-decoder-step"])
+def test_a_wrong_query_fails_the_step_and_nothing_else(grade_id, monkeypatch):
+    monkeypatch.chdir(SOLUTION)
+    cells, namespace = _solution_cells(), {}
+    wrong = SAMPLES["query-is-new-state"][0]["AttentionDecoder"]
+    threads = torch.get_num_threads()
+    try:
+        for source in (cells["setup"], cells["masked_softmax"], cells["AdditiveAttention"], wrong):
+            exec(compile(source, "cell", "exec"), namespace)
+    finally:
+        torch.set_num_threads(threads)
+    if grade_id == "test-decoder-step":
+        with pytest.raises(AssertionError, match="hidden tests failed"):
+            run_hidden_check(ASSIGNMENT, grade_id, namespace)
+    else:
+        run_hidden_check(ASSIGNMENT, grade_id, namespace)
+
+
+def test_the_released_exercise_ships_the_same_corpus_file():
+    shipped = (SOLUTION / SEQ2SEQ_CORPUS_FILE).read_bytes()
+    assert (ROOT / "exercises" / ASSIGNMENT / SEQ2SEQ_CORPUS_FILE).read_bytes() == shipped
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end.
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = Course(tmp_path_factory.mktemp("course") / "course")
+    course.generate(ASSIGNMENT)
+    released = course.released(ASSIGNMENT, ASSIGNMENT)
+    for student, (solution, _, _) in SAMPLES.items():
+        submit(course.root, student, ASSIGNMENT, ASSIGNMENT, filled(released, solution))
+    # A student who edits the shipped corpus (to make the validation sentences easy) changes nothing:
+    # the grader copies the data files from the release.
+    tampered = course.root / "submitted" / "correct-other-style" / ASSIGNMENT / "toy_corpus.json"
+    tampered.write_text(json.dumps({"train": [], "validation": []}), encoding="utf-8")
+    summaries = course.grade(ASSIGNMENT, jobs=2, progress=False)
+    return course, {s.student: s for s in summaries}
+
+
+def _result(course: Course, student: str) -> NotebookResult:
+    return NotebookResult.load(results_path(course.results_dir, ASSIGNMENT, student, ASSIGNMENT))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student", sorted(SAMPLES))
+def test_each_sample_gets_exactly_its_points_and_flags(graded, student):
+    course, summaries = graded
+    _, expected_points, expected_flags = SAMPLES[student]
+    result = _result(course, student)
+    got = {grade_id: (check["points"] if check["passed"] else 0) for grade_id, check in result.checks.items()}
+    assert got == expected_points, {g: c["message"] for g, c in result.checks.items()}
+    flags = summaries[student].flags
+    for fragment in expected_flags:
+        assert any(fragment in flag for flag in flags), flags
+    if not expected_flags:
+        assert flags == []
+
+
+@pytest.mark.slow
+def test_the_gradebook_holds_the_same_scores(graded):
+    course, summaries = graded
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        for student, (_, expected_points, _) in SAMPLES.items():
+            submission = gradebook.find_submission(ASSIGNMENT, student)
+            assert submission.score == sum(expected_points.values()), student
+            assert summaries[student].score == submission.score
+
+
+@pytest.mark.slow
+def test_failures_say_what_is_wrong_in_the_students_words(graded):
+    course, _ = graded
+    messages = {student: _result(course, student).checks for student in SAMPLES}
+    assert "modified in place" in messages["masks-scores-in-place"]["test-masked-softmax"]["message"]
+    assert "wrong values" in messages["mask-filled-with-zero"]["test-masked-softmax"]["message"]
+    accuracy = messages["barely-trained"]["test-translate"]["message"]
+    assert "exact-match accuracy" in accuracy and f"below the {ACCURACY_THRESHOLD:g} needed" in accuracy
+    assert "new sentences from the grammar" in accuracy  # the hidden case, drawn at grading time
+
+
+@pytest.mark.slow
+def test_feedback_never_shows_hidden_tests(graded):
+    course, _ = graded
+    feedback = course.feedback(ASSIGNMENT)
+    pages = list(feedback.rglob("*.html"))
+    assert len(pages) == len(SAMPLES)
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert "HIDDEN TESTS" not in html and "run_hidden_check" not in html, page
+    barely = (feedback / "barely-trained" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    assert "exact-match accuracy" in barely
