@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import shutil
+import subprocess
 import http.server
 import threading
 from dataclasses import dataclass, field
@@ -156,3 +158,20 @@ def pages_of(html_dir: Path) -> list[str]:
 
 def host_of(url: str) -> str:
     return urlsplit(url).netloc
+
+
+def build_fixture_book(folder: Path, page: Path, title: str, stem: str) -> Path:
+    """Build, with `make book`, a throwaway book whose only chapter is the fixture ``page`` (as book/<stem>.md);
+    return its HTML folder."""
+    root = Path(__file__).resolve().parents[1]
+    (folder / "book").mkdir(parents=True)
+    shutil.copy2(root / "_config.yml", folder / "_config.yml")
+    shutil.copytree(root / "book" / "_ext", folder / "book" / "_ext")
+    shutil.copy2(page, folder / "book" / f"{stem}.md")
+    (folder / "book" / "index.md").write_text(f"# {title}\n")
+    (folder / "_toc.yml").write_text(f"format: jb-book\nroot: book/index\nchapters:\n  - file: book/{stem}\n")
+    (folder / "web").symlink_to(root / "web")
+    result = subprocess.run(["make", "--no-print-directory", "-C", str(root), "book", f"BOOK={folder}"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return folder / "_build" / "html"

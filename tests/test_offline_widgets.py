@@ -7,13 +7,11 @@ headless Chromium with every request outside the build blocked, over HTTP under 
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from browser_audit import audit_page, chromium, serve
+from browser_audit import audit_page, build_fixture_book, chromium, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -21,18 +19,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def widget_book(tmp_path_factory) -> Path:
-    book = tmp_path_factory.mktemp("widget-book")
-    (book / "book").mkdir()
-    shutil.copy2(ROOT / "_config.yml", book / "_config.yml")
-    shutil.copytree(ROOT / "book" / "_ext", book / "book" / "_ext")
-    shutil.copy2(ROOT / "tests" / "fixtures" / "widget-page.md", book / "book" / "widgets.md")
-    (book / "book" / "index.md").write_text("# Widget test book\n")
-    (book / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n  - file: book/widgets\n")
-    (book / "web").symlink_to(ROOT / "web")
-    result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "book", f"BOOK={book}"],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return book / "_build" / "html"
+    return build_fixture_book(tmp_path_factory.mktemp("widget-book"), ROOT / "tests" / "fixtures" / "widget-page.md",
+                              "Widget test book", "widgets")
 
 
 @pytest.fixture(scope="module")

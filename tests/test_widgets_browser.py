@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from attention_course.corpus import ToyTranslationCorpus
 from attention_course.widgets import AlignmentExplorer
-from browser_audit import _inside, audit_page, chromium, serve
+from browser_audit import _inside, audit_page, build_fixture_book, chromium, serve
 from test_widgets import torch_reference, xy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,18 +203,8 @@ def test_the_lowest_temperature_is_hard_attention(built_html, browser):
 
 @pytest.fixture(scope="module")
 def alignment_book(tmp_path_factory) -> Path:
-    book = tmp_path_factory.mktemp("alignment-book")
-    (book / "book").mkdir()
-    shutil.copy2(ROOT / "_config.yml", book / "_config.yml")
-    shutil.copytree(ROOT / "book" / "_ext", book / "book" / "_ext")
-    shutil.copy2(ROOT / "tests" / "fixtures" / "alignment-page.md", book / "book" / "alignment.md")
-    (book / "book" / "index.md").write_text("# Alignment test book\n")
-    (book / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n  - file: book/alignment\n")
-    (book / "web").symlink_to(ROOT / "web")
-    result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "book", f"BOOK={book}"],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return book / "_build" / "html"
+    return build_fixture_book(tmp_path_factory.mktemp("alignment-book"), ROOT / "tests" / "fixtures" / "alignment-page.md",
+                              "Alignment test book", "alignment")
 
 
 READ_EXPLORER = """(root) => ({
