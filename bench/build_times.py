@@ -33,7 +33,8 @@ OVERHEAD_GOAL = 1.3
 
 def toc_pages() -> list[Path]:
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    entries, stack = [toc["root"]], list(toc.get("chapters", []))
+    chapters = list(toc.get("chapters", [])) + [c for part in toc.get("parts", []) for c in part["chapters"]]
+    entries, stack = [toc["root"]], chapters
     while stack:
         entry = stack.pop(0)
         entries.append(entry["file"])
@@ -52,9 +53,9 @@ def timed_build() -> float:
 
 def chapter_execution_seconds(page: Path) -> float | None:
     """Run one chapter in a fresh kernel, as the build would; None for a page without code."""
+    if "```{code-cell}" not in page.read_text(encoding="utf-8"):
+        return None  # plain markdown: nothing executes
     notebook = jupytext.read(page)
-    if not any(cell.cell_type == "code" for cell in notebook.cells):
-        return None
     start = time.perf_counter()
     nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(page.parent)}}).execute()
