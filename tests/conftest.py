@@ -11,6 +11,17 @@ ROOT = Path(__file__).resolve().parents[1]
 BUILT_HTML = ROOT / "_build" / "html"
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Small models train fastest on one thread, and far slower on two when other work shares the cores."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def built_html() -> Path:
     """The book as `make book` built it. The tests read it; they never rebuild the real book."""

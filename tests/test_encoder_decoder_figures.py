@@ -3,12 +3,10 @@ book build) and refuse inputs whose shapes do not fit together."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
+
+from fresh_python import run_python
 import torch
 
 from attention_course.corpus import Clause, render_pair
@@ -55,10 +53,7 @@ def test_every_figure_draws_without_a_word_on_stderr():
     # A fresh interpreter: use_course_style() changes process-wide state. Mathtext reports a glyph it
     # cannot draw (a Chinese word inside a label with $...$) through logging, so stderr is what the
     # book build would see.
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(DRAW_EVERY_FIGURE)],
-        capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=180,
-    )
+    result = run_python(DRAW_EVERY_FIGURE, timeout=180)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout.strip() == "12"

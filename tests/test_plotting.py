@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 import warnings
 
 import pytest
+
+from fresh_python import run_python
 
 # A rare ideograph from CJK Extension B, which WenQuanYi Micro Hei does not cover.
 MISSING_GLYPH = "\U00020000"
 
 
-def _run(code: str, **env) -> subprocess.CompletedProcess:
-    # A fresh interpreter: use_course_style() changes process-wide warning filters and rcParams.
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg", **env}, timeout=120,
-    )
-
-
 def test_chinese_labels_render_with_the_cjk_font_and_no_warning():
-    result = _run(
+    result = run_python(
         """
         import warnings
         warnings.simplefilter("error")
@@ -44,7 +33,7 @@ def test_chinese_labels_render_with_the_cjk_font_and_no_warning():
 
 
 def test_a_missing_glyph_fails_instead_of_drawing_a_box():
-    result = _run(
+    result = run_python(
         f"""
         import matplotlib.pyplot as plt
         from attention_course.plotting import use_course_style
@@ -60,7 +49,7 @@ def test_a_missing_glyph_fails_instead_of_drawing_a_box():
 
 def test_a_missing_glyph_inside_mathtext_fails_too():
     # mathtext draws with its own fonts and words the warning differently.
-    result = _run(
+    result = run_python(
         """
         import matplotlib.pyplot as plt
         from attention_course.plotting import use_course_style
@@ -92,7 +81,7 @@ def test_without_the_course_style_matplotlib_only_warns():
 
 
 def test_a_wrong_font_override_is_reported_clearly():
-    result = _run(
+    result = run_python(
         """
         from attention_course.plotting import use_course_style
         use_course_style()

@@ -20,13 +20,7 @@ from attention_course.seq2seq import (
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small models run fastest on one thread, and far slower on two when other work shares the cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

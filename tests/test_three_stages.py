@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
+
+from fresh_python import run_python
 import torch
 
 DRAW_EVERY_FIGURE = """
@@ -46,10 +44,7 @@ DRAW_EVERY_FIGURE = """
 def test_every_figure_draws_without_a_word_on_stderr():
     # A fresh interpreter: use_course_style() changes process-wide state. Mathtext reports a glyph
     # it cannot draw through logging, not warnings, so stderr is what the book build would see.
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(DRAW_EVERY_FIGURE)],
-        capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=120,
-    )
+    result = run_python(DRAW_EVERY_FIGURE, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout.strip() == "5"
