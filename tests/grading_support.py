@@ -38,3 +38,13 @@ def submit(course_root: Path, student: str, assignment: str, notebook_name: str,
     path = folder / f"{notebook_name}.ipynb"
     nbformat.write(notebook, path)
     return path
+
+
+def assert_points_and_flags(result, flags: list[str], expected_points: dict[str, float], expected_flags: list[str]) -> None:
+    """Each test cell earned exactly ``expected_points``; the summary names every expected flag, and no other when none is expected."""
+    got = {grade_id: (check["points"] if check["passed"] else 0) for grade_id, check in result.checks.items()}
+    assert got == expected_points, {g: c["message"] for g, c in result.checks.items()}
+    for fragment in expected_flags:
+        assert any(fragment in flag for flag in flags), flags
+    if not expected_flags:
+        assert flags == []

@@ -26,7 +26,7 @@ from attention_course.grading.exercise_data import SEQ2SEQ_CORPUS_FILE, seq2seq_
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
 from attention_course.grading.stock import run_hidden_check
-from grading_support import filled, submit
+from grading_support import assert_points_and_flags, filled, submit
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "seq2seq-attention"
@@ -258,14 +258,7 @@ def _result(course: Course, student: str) -> NotebookResult:
 def test_each_sample_gets_exactly_its_points_and_flags(graded, student):
     course, summaries = graded
     _, expected_points, expected_flags = SAMPLES[student]
-    result = _result(course, student)
-    got = {grade_id: (check["points"] if check["passed"] else 0) for grade_id, check in result.checks.items()}
-    assert got == expected_points, {g: c["message"] for g, c in result.checks.items()}
-    flags = summaries[student].flags
-    for fragment in expected_flags:
-        assert any(fragment in flag for flag in flags), flags
-    if not expected_flags:
-        assert flags == []
+    assert_points_and_flags(_result(course, student), summaries[student].flags, expected_points, expected_flags)
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from nbgrader.api import Gradebook
 from attention_course.grading.course import Course
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
-from grading_support import filled, submit
+from grading_support import assert_points_and_flags, filled, submit
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "soft-hard"
@@ -129,14 +129,7 @@ def _result(course: Course, student: str) -> NotebookResult:
 def test_each_sample_gets_exactly_its_points_and_flags(graded, student):
     course, summaries = graded
     _, _, expected_points, expected_flags = SAMPLES[student]
-    result = _result(course, student)
-    got = {grade_id: (check["points"] if check["passed"] else 0) for grade_id, check in result.checks.items()}
-    assert got == expected_points, {g: c["message"] for g, c in result.checks.items()}
-    flags = summaries[student].flags
-    for fragment in expected_flags:
-        assert any(fragment in flag for flag in flags), flags
-    if not expected_flags:
-        assert flags == []
+    assert_points_and_flags(_result(course, student), summaries[student].flags, expected_points, expected_flags)
 
 
 def test_the_gradebook_holds_the_same_scores(graded):
