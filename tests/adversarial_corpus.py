@@ -31,7 +31,9 @@ def _shortcut(body: str, setup: str = "") -> dict[str, str]:
 
 
 # name -> dict(answers=..., extra=[cells appended], file=special file handling,
-#              flag=fragment expected in the summary, alternatives separated by "|")
+#              flag=fragment expected in the summary, alternatives separated by "|",
+#              score=what the honest part earns: 0 unless said; the shortcuts' soft_attention is correct code,
+#              judged with correct softmax weights, so it earns its 3 points and the shortcut costs softmax's 4)
 ATTACKS = {
     "ipython-input-transformer": dict(
         extra=["ip = get_ipython()\n"
@@ -91,26 +93,27 @@ ATTACKS = {
         extra=["import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'grade me 100')\n"
                "except OSError as error:\n    print(error)"],
         flag="tries to use the network"),
-    "infinite-loop": dict(extra=["while True:\n    pass"], flag="timed out"),
+    "infinite-loop": dict(extra=["while True:\n    pass"], flag="used more than its"),
     "deep-recursion": dict(
         extra=["import sys\nsys.setrecursionlimit(10**8)\ndef dive(n):\n    return dive(n + 1)\ndive(0)"],
-        flag="crashed|timed out"),  # a C stack overflow, or a frame stack filling the memory limit slowly
+        flag="crashed|used more than its|recursed"),  # a C stack overflow, or a frame stack filling memory slowly
     "memory-bomb": dict(extra=["hoard = bytearray(64 * 2**30)"], flag="ran out of memory"),
     "fork-bomb": dict(extra=["import os\nwhile True:\n    os.fork()"], flag="starts processes"),
     "os-exit": dict(extra=["import os\nos._exit(0)"], flag="crashed"),
-    "segfault": dict(extra=["import ctypes\nctypes.string_at(0)"], flag="crashed"),
+    # ctypes is refused in a sealed run: the cell fails, nothing crashes, and the code is named.
+    "segfault": dict(extra=["import ctypes\nctypes.string_at(0)"], flag="crashed|ctypes"),
     "huge-single-line": dict(extra=["print('x' * 20_000_000)"], flag="printed more than the grader keeps"),
     "many-lines": dict(extra=["for i in range(100_000):\n    print(i)"], flag="printed more than the grader keeps"),
     "forbidden-aliased-import": dict(
         answers=_shortcut("    return sm(scores, dim)", "from torch.nn.functional import softmax as sm"),
-        flag="forbidden shortcuts"),
+        flag="forbidden shortcuts", score=3),
     "forbidden-getattr": dict(
-        answers=_shortcut("    return getattr(torch, 'soft' + 'max')(scores, dim)"), flag="forbidden shortcuts"),
+        answers=_shortcut("    return getattr(torch, 'soft' + 'max')(scores, dim)"), flag="forbidden shortcuts", score=3),
     "forbidden-aten": dict(
-        answers=_shortcut("    return torch.ops.aten._softmax(scores, dim, False)"), flag="forbidden shortcuts"),
+        answers=_shortcut("    return torch.ops.aten._softmax(scores, dim, False)"), flag="forbidden shortcuts", score=3),
     "forbidden-disabled-torch-function": dict(
         answers=_shortcut("    with torch._C.DisableTorchFunction():\n        return torch.softmax(scores, dim)"),
-        flag="forbidden shortcuts"),
+        flag="forbidden shortcuts", score=3),
     "hidden-test-leak": dict(
         extra=["import glob\nprint(glob.glob('/**/*.ipynb', recursive=True)[:20])"],
         flag="reaches for files outside its folder"),

@@ -29,7 +29,7 @@ from test_grading_soft_hard import CORRECT, answers
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "soft-hard"
-LIMITS = sandbox.Limits(wall_s=40)
+LIMITS = sandbox.Limits(cell_cpu_s=15, case_cpu_s=5, idle_s=20)
 HONEST = {
     "honest-correct": (answers(), 10),
     "honest-buggy": (answers(softmax="def softmax(scores, dim=-1):\n    e = scores.exp()\n"
@@ -132,7 +132,7 @@ def batch(tmp_path_factory):
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_every_attack_gains_nothing_and_is_named_in_the_summary(batch, attack):
     summary = batch["summaries"][attack]
-    assert summary.score == 0, summary
+    assert summary.score == ATTACKS[attack].get("score", 0), summary
     expected = ATTACKS[attack]["flag"].split("|")
     assert any(fragment in flag for fragment in expected for flag in summary.flags), summary.flags
 
@@ -140,8 +140,8 @@ def test_every_attack_gains_nothing_and_is_named_in_the_summary(batch, attack):
 def test_the_gradebook_agrees_that_attacks_earned_nothing(batch):
     course = batch["course"]
     with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
-        for attack in ATTACKS:
-            assert gradebook.find_submission(ASSIGNMENT, attack).score == 0, attack
+        for attack, details in ATTACKS.items():
+            assert gradebook.find_submission(ASSIGNMENT, attack).score == details.get("score", 0), attack
         for student, (_, points) in HONEST.items():
             assert gradebook.find_submission(ASSIGNMENT, student).score == points
 

@@ -71,10 +71,11 @@ SAMPLES = {
                                "    w = torch.zeros_like(scores).scatter(-1, k, 1.0)\n"
                                "    return (w.unsqueeze(-1) * values).sum(-2), w"),
         {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 0}, []),
+    # The shortcut costs softmax's points only: soft_attention gets the correct weights from a stand-in.
     "uses-torch-softmax": (
         answers(softmax="def softmax(scores, dim=-1):\n    return torch.softmax(scores, dim)"),
-        {}, {"test-softmax": 0, "test-soft-attention": 0, "test-hard-attention": 3},
-        ["forbidden shortcuts: softmax uses aten._softmax, softmax"]),
+        {}, {"test-softmax": 0, "test-soft-attention": 3, "test-hard-attention": 3},
+        ["forbidden shortcuts: softmax uses softmax (torch.softmax, F.softmax"]),
     "infinite-loop": (
         answers(hard_attention="def hard_attention(scores, values):\n    while True:\n        pass"),
         {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 0}, ["timed out in hard_attention"]),
@@ -90,7 +91,7 @@ SAMPLES = {
     "edited-test-cell-wrong-code": (
         answers(softmax="def softmax(scores, dim=-1):\n    return scores"),
         {"edits": {"test-softmax": "pass"}},
-        {"test-softmax": 0, "test-soft-attention": 0, "test-hard-attention": 3}, ["test cell test-softmax: edited"]),
+        {"test-softmax": 0, "test-soft-attention": 3, "test-hard-attention": 3}, ["test cell test-softmax: edited"]),
     "unanswered": ({}, {}, {"test-softmax": 0, "test-soft-attention": 0, "test-hard-attention": 0}, []),
 }
 BROKEN_FILES = {"empty-file": b"", "not-a-notebook": b"{this is not json", "missing-notebook": None}

@@ -1,24 +1,28 @@
 """What a check asks of a submission, and how the question travels into the sandbox as data only.
 
 A :class:`Case` is one call: a name the student's notebook defines (a function, or a class to
-construct with given weights and then call), with inputs drawn at grading time. A :class:`Check`
-scores one test cell of an assignment (its nbgrader grade id and points): it draws its cases from a
-fresh generator and knows the reference answer for each. Cases are written to ``program.json`` and
-``inputs.npz`` for the runner; nothing in them is executable.
+construct with given weights and then call), with inputs drawn at grading time from the course
+seed. A :class:`Check` scores one test cell of an assignment (its nbgrader grade id and points):
+it draws its cases from a generator and knows the reference answer for each. Cases reach the
+runner as ``marshal`` data (plain tuples, raw tensor bytes), one phase at a time, only when the
+runner asks for them after the student's cells have run; nothing in them is executable.
+
+Phases: ``sealed`` cases run after the softmax family is sealed off in the dispatcher (a call that
+reaches it is refused); ``open`` cases run before, for checks whose subject may legitimately sit
+on top of code that uses it (``translate`` drives the student's whole model).
 """
 
 from __future__ import annotations
 
-import json
+import marshal
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
-# Shortcuts that would make an exercise trivial (DESIGN.md § Graded functions). The course package
-# itself is never visible inside the sandbox, so its reference implementations cannot be called there.
+# Shortcuts that would make an exercise trivial, as the notebooks name them (DESIGN.md § Graded
+# functions). What the grader refuses is wider: every operator of the family, whatever its name
+# (runner.FAMILY); the course package is never in the sandbox at all.
 FORBIDDEN_CALLS = (
     "softmax",
     "log_softmax",
@@ -29,8 +33,40 @@ FORBIDDEN_CALLS = (
     "MultiheadAttention",
     "multi_head_attention_forward",
 )
+PHASES = ("open", "sealed")
 
 Scalar = int | float | bool | str | None
+
+
+@dataclass(frozen=True)
+class NotebookName:
+    """An argument that is the notebook's own object of that name (a given score function, the trained model)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class StandInTranslator:
+    """An argument that is a :class:`attention_course.grading.standin.Translator` built in the sandbox."""
+
+    seed: int
+    source_vocab_size: int
+    target_vocab_size: int
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """While a call runs, the notebook's ``name`` (``kind="global"``) or the constructed object's attribute
+    ``name`` (``kind="attribute"``) answers ``answer`` when called with arguments accepted by ``matchers``
+    (one per parameter in ``params``; missing ones take ``defaults``), and defers to the student's own
+    otherwise. Matchers: ("any",), ("none",), ("last_dim",), ("equal", tensor), ("close", tensor, rtol, atol)."""
+
+    kind: str
+    name: str
+    params: tuple[str, ...]
+    defaults: tuple[tuple[str, Any], ...]
+    matchers: tuple[tuple, ...]
+    answer: Any
 
 
 @dataclass(frozen=True)
@@ -45,6 +81,10 @@ class Case:
     # If set, ``call`` names a class: instance = cls(**construct); instance.load_state_dict(state); instance(*args)
     construct: dict[str, Scalar] | None = None
     state: dict[str, torch.Tensor] | None = None
+    stand_ins: tuple[StandIn, ...] = ()
+    # (source vocabulary, target vocabulary): after ``translate(model, sentences)``, feed its output back
+    # through the model, teacher-forced, and report what the model predicts at each step.
+    consistency: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     hidden: bool = True
     atol: float = 1e-5
     rtol: float = 1e-4
@@ -59,43 +99,57 @@ class Check:
     what: str  # one sentence: what this check establishes, for feedback
     make_cases: Callable[[torch.Generator], list[Case]]
     reference: Callable[[Case], Any]  # the expected output of a case, computed in the trusted process
-    forbidden: tuple[str, ...] = FORBIDDEN_CALLS
     # compare(got, expected, case) -> "" when acceptable, else the reason in a student's words.
     # None means verdicts.compare: tensors close to the reference, same shape and dtype.
     compare: Callable[[Any, Any, Case], str] | None = None
+    phase: str = "sealed"
 
 
 # ---------------------------------------------------------------------------------------------
-# Into the sandbox: a JSON description with tensors replaced by references into an .npz file.
+# Into the sandbox.
 
 
-def _encode(value: Any, key: str, arrays: dict[str, np.ndarray]) -> Any:
+def encode(value: Any) -> Any:
+    """A case's value as marshal-able plain data."""
     if isinstance(value, torch.Tensor):
-        arrays[key] = value.detach().cpu().numpy()
-        return {"tensor": key}
-    if isinstance(value, (list, tuple)):
-        return {"list": [_encode(v, f"{key}.{i}", arrays) for i, v in enumerate(value)]}
+        array = value.detach().cpu().contiguous().numpy()
+        return ("tensor", array.dtype.str, tuple(array.shape), array.tobytes())
+    if isinstance(value, NotebookName):
+        return ("ns", value.name)
+    if isinstance(value, StandInTranslator):
+        return ("translator", value.seed, value.source_vocab_size, value.target_vocab_size)
+    if isinstance(value, list):
+        return ("list", tuple(encode(v) for v in value))
+    if isinstance(value, tuple):
+        return ("tuple", tuple(encode(v) for v in value))
     if value is None or isinstance(value, (bool, int, float, str)):
-        return value
+        return ("value", value)
     raise TypeError(f"a case argument must be a tensor, a scalar, a string or a list of them, got {type(value).__name__}")
 
 
-def write_program(folder: Path, cells: list[str], cases: list[Case]) -> None:
-    """Write ``program.json`` (the cells to run and the calls to make) and ``inputs.npz`` into ``folder``."""
-    arrays: dict[str, np.ndarray] = {}
+def _encode_matcher(matcher: tuple) -> tuple:
+    if matcher[0] in ("equal", "close"):
+        return (matcher[0], encode(matcher[1]), *matcher[2:])
+    return tuple(matcher)
+
+
+def _encode_stand_in(stand_in: StandIn) -> tuple:
+    return (stand_in.kind, stand_in.name, tuple(stand_in.params), tuple(stand_in.defaults),
+            tuple(_encode_matcher(m) for m in stand_in.matchers), encode(stand_in.answer))
+
+
+def encode_cases(cases: list[tuple[str, Case]]) -> bytes:
+    """The cases of one phase, as the runner receives them: (id, case) pairs -> marshal bytes."""
     described = []
-    for number, case in enumerate(cases):
-        key = f"case{number}"
-        described.append(
-            {
-                "id": key,
-                "call": case.call,
-                "args": [_encode(a, f"{key}.arg{i}", arrays) for i, a in enumerate(case.args)],
-                "kwargs": {k: _encode(v, f"{key}.kw.{k}", arrays) for k, v in case.kwargs.items()},
-                "construct": case.construct,
-                "state": None if case.state is None else {k: _encode(v, f"{key}.state.{k}", arrays)
-                                                           for k, v in case.state.items()},
-            }
-        )
-    (folder / "program.json").write_text(json.dumps({"cells": cells, "cases": described}), encoding="utf-8")
-    np.savez(folder / "inputs.npz", **arrays)
+    for case_id, case in cases:
+        described.append({
+            "id": case_id,
+            "call": case.call,
+            "args": tuple(encode(a) for a in case.args),
+            "kwargs": tuple((k, encode(v)) for k, v in case.kwargs.items()),
+            "construct": None if case.construct is None else tuple(case.construct.items()),
+            "state": () if case.state is None else tuple((k, encode(v)) for k, v in case.state.items()),
+            "stand_ins": tuple(_encode_stand_in(s) for s in case.stand_ins),
+            "consistency": None if case.consistency is None else (tuple(case.consistency[0]), tuple(case.consistency[1])),
+        })
+    return marshal.dumps(described)

@@ -7,9 +7,11 @@ Instructors (COURSE is an nbgrader course directory, created on first use; defau
   attention-course release [--course COURSE] [--exercises DIR]
                                            generate the student notebooks, and prove every solution
                                            scores full marks (hidden tests included)
-  attention-course grade ASSIGNMENT [--zip EXPORT.zip] [--jobs N]
+  attention-course grade ASSIGNMENT [--zip EXPORT.zip] [--jobs N] [--force] [--reseed]
                                            grade submitted/<student>/<ASSIGNMENT>/ (or an LMS export),
-                                           sandboxed, into the gradebook; prints a summary
+                                           sandboxed, into the gradebook; prints a summary. Hidden cases
+                                           come from the course seed (COURSE/grader/seeds.json); a
+                                           submission unchanged since its last grade is not regraded
   attention-course feedback ASSIGNMENT     write feedback/ for students (no hidden tests in it)
   attention-course export [--to grades.csv]
 """
@@ -105,9 +107,13 @@ def _verify_solutions(course, assignment: str) -> int:
     return 0 if full else 1
 
 
-def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | None, unsafe: bool, wall: float) -> int:
-    from attention_course.grading.course import Course
+def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | None, unsafe: bool, wall: float,
+          force: bool = False, reseed: bool = False) -> int:
+    from attention_course.grading.course import Course, GradingInterrupted
 
+    if jobs is not None and jobs < 1:
+        print(f"--jobs must be at least 1, got {jobs}", file=sys.stderr)
+        return 2
     course = Course(course_dir)
     if not (course.root / "release" / assignment).is_dir():
         course.generate(assignment)
@@ -117,12 +123,21 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
     if unsafe:
         print("WARNING: grading WITHOUT the sandbox (--unsafe-no-sandbox): submissions run with your rights.",
               file=sys.stderr)
+    if reseed:
+        print(f"new course seed for {assignment}: every submission's hidden cases change; all are graded again")
+        course.seed(assignment, reseed=True)
     try:
-        summaries = course.grade(assignment, jobs=jobs, sandboxed=not unsafe, limits=sandbox.Limits(wall_s=wall))
+        summaries = course.grade(assignment, jobs=jobs, sandboxed=not unsafe, limits=sandbox.Limits(wall_s=wall),
+                                 force=force or reseed)
     except sandbox.SandboxUnavailable as error:
         print(f"cannot grade safely: {error}\nRefusing to run submissions unsandboxed; "
               "pass --unsafe-no-sandbox to do so anyway.", file=sys.stderr)
         return 3
+    except GradingInterrupted as stop:
+        print(f"\ninterrupted: {stop.graded} of {stop.total} submissions graded"
+              + (" and recorded in the gradebook; run the same command again to grade the rest"
+                 if stop.recorded else "; nothing recorded"), file=sys.stderr)
+        return 130
     if not summaries:
         print(f"no submissions for {assignment} under {course.root / 'submitted'}")
         return 1
@@ -163,7 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--course", type=Path, default=Path("course"))
     p.add_argument("--zip", type=Path, default=None, help="an LMS export (Moodle or Canvas) of the submissions")
     p.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: all cores)")
-    p.add_argument("--wall-seconds", type=float, default=sandbox.Limits.wall_s, help="time limit per notebook")
+    p.add_argument("--wall-seconds", type=float, default=sandbox.Limits.wall_s,
+                   help="wall-clock backstop per notebook run (grades never depend on it: limits that decide "
+                        "count CPU seconds)")
+    p.add_argument("--force", action="store_true", help="grade again submissions unchanged since their last grade")
+    p.add_argument("--reseed", action="store_true",
+                   help="draw a new course seed for the hidden cases (and grade everyone again)")
     p.add_argument("--unsafe-no-sandbox", action="store_true", help="run submissions without bubblewrap")
     p = commands.add_parser("feedback", help="generate feedback for students")
     p.add_argument("assignment")
@@ -178,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "release":
         return release(args.course, args.exercises, verify=not args.no_verify)
     if args.command == "grade":
-        return grade(args.course, args.assignment, args.zip, args.jobs, args.unsafe_no_sandbox, args.wall_seconds)
+        return grade(args.course, args.assignment, args.zip, args.jobs, args.unsafe_no_sandbox, args.wall_seconds,
+                     force=args.force, reseed=args.reseed)
     from attention_course.grading.course import Course
 
     if args.command == "feedback":

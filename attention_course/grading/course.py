@@ -8,10 +8,15 @@ The grader keeps its trusted results in ``grader-results/``, which no sandbox ev
 from __future__ import annotations
 
 import concurrent.futures
+import functools
+import hashlib
+import json
 import os
+import secrets
 import re
 import shutil
 import sys
+import threading
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,6 +36,14 @@ from attention_course.grading.nbgrader_bridge import COURSE_ID, record_in_gradeb
 REPOSITORY = Path(__file__).resolve().parents[2]
 MAX_ZIP_MEMBER_BYTES = 50 << 20
 MAX_ZIP_TOTAL_BYTES = 2 << 30
+
+
+class GradingInterrupted(Exception):
+    """Ctrl-C during a batch: ``graded`` of ``total`` submissions were graded (and recorded, if ``recorded``)."""
+
+    def __init__(self, graded: int, total: int, recorded: bool):
+        super().__init__(f"interrupted: {graded} of {total} submissions graded")
+        self.graded, self.total, self.recorded = graded, total, recorded
 
 
 @dataclass
@@ -76,6 +89,23 @@ class Course:
     def released(self, assignment: str, notebook: str):
         return nbformat.read(self.root / "release" / assignment / f"{notebook}.ipynb", as_version=4)
 
+    # -- the course seed ---------------------------------------------------------------------
+
+    @property
+    def seeds_path(self) -> Path:
+        return self.root / "grader" / "seeds.json"
+
+    def seed(self, assignment: str, *, reseed: bool = False) -> int:
+        """The assignment's course seed: drawn once (at release or first grade), stored, redrawn only on request."""
+        seeds = json.loads(self.seeds_path.read_text(encoding="utf-8")) if self.seeds_path.is_file() else {}
+        if reseed or assignment not in seeds:
+            seeds[assignment] = secrets.randbits(62)
+            self.seeds_path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = self.seeds_path.with_suffix(".partial")
+            temporary.write_text(json.dumps(seeds, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            temporary.replace(self.seeds_path)
+        return int(seeds[assignment])
+
     # -- release -----------------------------------------------------------------------------
 
     def generate(self, assignment: str) -> None:
@@ -90,6 +120,7 @@ class Course:
         result = self.api().generate_assignment(assignment, force=True)
         if not result["success"]:
             raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result['log']}{result.get('error', '')}")
+        self.seed(assignment)  # drawn at release (kept if there is one already)
 
     # -- submissions ---------------------------------------------------------------------------
 
@@ -124,8 +155,14 @@ class Course:
 
     def grade(self, assignment: str, *, jobs: int | None = None, sandboxed: bool = True,
               limits: sandbox.Limits = sandbox.Limits(), students: list[str] | None = None,
-              progress: bool = True) -> list[StudentSummary]:
-        """Grade every submission of ``assignment``; one failure never stops the batch."""
+              progress: bool = True, force: bool = False) -> list[StudentSummary]:
+        """Grade every submission of ``assignment``; one failure never stops the batch.
+
+        A submission whose fingerprint (its notebooks' bytes, the release, the course seed, the grader's
+        code) matches its last grade, and whose gradebook scores still agree with that grade, is not graded
+        again unless ``force``. On Ctrl-C the queued submissions are cancelled, the running sandboxes
+        stopped, nothing half-graded is saved, the ones already graded are recorded, and
+        :class:`GradingInterrupted` is raised."""
         if sandboxed:
             sandbox.check_available()
         checks = checks_for(assignment)
@@ -133,53 +170,154 @@ class Course:
         if not notebooks:
             raise RuntimeError(f"{assignment} is not released in {self.root}: run `attention-course release` first")
         released = {nb: self.released(assignment, nb) for nb in notebooks}
+        seed = self.seed(assignment)
         students = students if students is not None else self.students(assignment)
         summaries = {s: StudentSummary(s) for s in students}
+        release_folder = self.root / "release" / assignment
+        release_print = _release_fingerprint(release_folder, seed)
+        interrupted = threading.Event()
+        reused: set[str] = set()
 
         def work(student: str) -> None:
             folder = self.root / "submitted" / student / assignment
             renamed = _adopt_renamed_notebook(folder, notebooks)
+            fingerprint = _submission_fingerprint(folder, notebooks, release_print)
+            paths = [results_path(self.results_dir, assignment, student, nb) for nb in notebooks]
+            if not force and self._unchanged(assignment, student, paths, fingerprint, summaries[student]):
+                reused.add(student)
+                return
+            results = []
             for nb in notebooks:
+                if interrupted.is_set():
+                    return
                 nb_checks = {g: c for g, c in checks.items() if g in _test_ids(released[nb])}
                 result = grade_notebook(folder / f"{nb}.ipynb", released[nb], nb_checks, sandboxed=sandboxed,
-                                        limits=limits, release_folder=self.root / "release" / assignment)
+                                        limits=limits, release_folder=release_folder, seed=seed,
+                                        fingerprint=fingerprint)
                 result.flags.extend(_timestamp_flags(folder))
+                result.flags.extend(_extra_files(folder, notebooks, release_folder))
                 if nb in renamed:
                     result.flags.append(f"notebook renamed to {renamed[nb]}: graded as {nb}.ipynb")
+                results.append(result)
+            if interrupted.is_set():
+                return  # a run cut short by the interrupt is no grade: save nothing
+            for nb, result in zip(notebooks, results):
                 result.save(results_path(self.results_dir, assignment, student, nb))
 
         jobs = jobs or os.cpu_count() or 1
+        if jobs < 1:
+            raise ValueError(f"--jobs must be at least 1, got {jobs}")
         bar = tqdm(total=len(students), desc=f"grading {assignment}", unit="student", disable=not progress, file=sys.stderr)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(work, s): s for s in students}
+        finished: set[str] = set()
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+        futures = {pool.submit(work, s): s for s in students}
+        try:
             for future in concurrent.futures.as_completed(futures):
                 student = futures[future]
                 if future.exception() is not None:
                     summaries[student].flags.append(f"grader error: {type(future.exception()).__name__}: {future.exception()}")
+                finished.add(student)
                 bar.update()
-        bar.close()
-
-        # Gradebook writes, one student at a time (SQLite): nbgrader's pipeline with the verdicts applied.
-        for student in students:
+        except KeyboardInterrupt:
+            interrupted.set()
+            for future in futures:
+                future.cancel()
             try:
-                results = [results_path(self.results_dir, assignment, student, nb) for nb in notebooks]
-                if not any(p.is_file() and NotebookResult.load(p).readable for p in results):
-                    self._record_missing(assignment, student)  # nbgrader itself cannot read these
-                else:
-                    record_in_gradebook(self.root, self.results_dir, assignment, student)
-            except BaseException as error:  # nbgrader exits via SystemExit on some errors
-                if isinstance(error, KeyboardInterrupt):
-                    raise
-                summaries[student].flags.append(f"nbgrader could not record this submission: {error}")
-            for nb in notebooks:
-                path = results_path(self.results_dir, assignment, student, nb)
+                sandbox.stop_all()
+                pool.shutdown(wait=True, cancel_futures=True)
+            except KeyboardInterrupt:  # a second Ctrl-C: stop at once, record nothing
+                sandbox.stop_all()
+                bar.close()
+                raise GradingInterrupted(0, len(students), recorded=False) from None
+            bar.close()
+            done = [s for s in students if s in finished and (s in reused or all(
+                results_path(self.results_dir, assignment, s, nb).is_file() for nb in notebooks))]
+            self._record(assignment, done, notebooks, summaries, reused)
+            raise GradingInterrupted(len(done), len(students), recorded=True) from None
+        pool.shutdown(wait=True)
+        bar.close()
+        self._record(assignment, students, notebooks, summaries, reused)
+        return [summaries[s] for s in students]
+
+    def _unchanged(self, assignment: str, student: str, paths: list[Path], fingerprint: str,
+                   summary: "StudentSummary") -> bool:
+        """Whether the saved grade is still this submission's, and the gradebook still holds it."""
+        try:
+            results = [NotebookResult.load(p) for p in paths]
+        except (OSError, ValueError, TypeError):
+            return False
+        if not all(r.fingerprint == fingerprint for r in results):
+            return False
+        recorded = self._gradebook_scores(assignment, student)
+        expected = {g: (c["points"] if c["passed"] else 0.0) for r in results for g, c in r.checks.items()}
+        if recorded is not None and recorded == expected:
+            return True
+        if recorded is not None:
+            summary.flags.append("the gradebook no longer held the sandboxed grade (stock nbgrader autograde "
+                                 "overwrote it?): graded again")
+        return False
+
+    def _gradebook_scores(self, assignment: str, student: str) -> dict[str, float] | None:
+        """{grade id: auto score} of the student's recorded submission, or None if there is none."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        path = self.root / "gradebook.db"
+        if not path.is_file():
+            return None
+        with Gradebook(f"sqlite:///{path}", COURSE_ID) as gradebook:
+            try:
+                submission = gradebook.find_submission(assignment, student)
+            except MissingEntry:
+                return None
+            return {grade.name: float(grade.auto_score or 0.0) for notebook in submission.notebooks
+                    for grade in notebook.grades if grade.cell_type == "code"}
+
+    def _record(self, assignment: str, students: list[str], notebooks: list[str],
+                summaries: dict[str, "StudentSummary"], reused: set[str]) -> None:
+        """Gradebook writes, one student at a time (SQLite): nbgrader's pipeline with the verdicts applied,
+        then a check that the gradebook holds exactly the grader's scores (written directly if not)."""
+        for student in students:
+            paths = [results_path(self.results_dir, assignment, student, nb) for nb in notebooks]
+            results = [NotebookResult.load(p) for p in paths if p.is_file()]
+            expected = {g: (c["points"] if c["passed"] else 0.0) for r in results for g, c in r.checks.items()}
+            if student not in reused and results:
+                try:
+                    if not any(r.readable for r in results):
+                        self._record_missing(assignment, student)  # nbgrader itself cannot read these
+                    else:
+                        record_in_gradebook(self.root, self.results_dir, assignment, student)
+                except BaseException as error:  # nbgrader exits via SystemExit on some errors
+                    if isinstance(error, KeyboardInterrupt):
+                        raise
+                    summaries[student].flags.append(f"nbgrader's autograde could not record this submission "
+                                                    f"({type(error).__name__}: {str(error)[:200]}): recorded directly")
+                if results and self._gradebook_scores(assignment, student) != expected:
+                    self._record_directly(assignment, student, expected)
+                    if self._gradebook_scores(assignment, student) != expected:
+                        summaries[student].flags.append("THE GRADEBOOK DOES NOT HOLD THIS GRADE: record it by hand")
+            for nb, path in zip(notebooks, paths):
                 if path.is_file():
                     result = NotebookResult.load(path)
                     summaries[student].score += result.score
                     summaries[student].max_score += result.max_score
                     summaries[student].seconds += result.seconds
                     summaries[student].flags.extend(f"{nb}: {flag}" for flag in result.flags)
-        return [summaries[s] for s in students]
+            if student in reused:
+                summaries[student].flags.append("unchanged since its last grade (not graded again; --force to regrade)")
+
+    def _record_directly(self, assignment: str, student: str, points: dict[str, float]) -> None:
+        """Write the grader's scores into the gradebook with nbgrader's own API."""
+        from nbgrader.api import Gradebook
+
+        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+            gradebook.update_or_create_student(student)
+            submission = gradebook.update_or_create_submission(assignment, student)
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    if grade.cell_type == "code":
+                        grade.auto_score = points.get(grade.name, 0.0)
+                        grade.needs_manual_grade = False
+            gradebook.db.commit()
 
     def _record_missing(self, assignment: str, student: str) -> None:
         """A submission folder without notebooks: in the gradebook with zero, as nbgrader does for a missing notebook."""
@@ -195,7 +333,15 @@ class Course:
             gradebook.db.commit()
 
     def feedback(self, assignment: str) -> Path:
-        result = self.api().generate_feedback(assignment, force=True)
+        """nbgrader's feedback, with every hidden test removed whoever graded the notebooks."""
+        from attention_course.grading.nbgrader_bridge import HideHiddenTests
+        from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+        from nbgrader.preprocessors import GetGrades
+
+        config = self.config()
+        config.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+        api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+        result = api.generate_feedback(assignment, force=True)
         if not result["success"]:
             raise RuntimeError(f"nbgrader generate_feedback failed:\n{result['log']}")
         return self.root / "feedback"
@@ -224,6 +370,50 @@ def _adopt_renamed_notebook(folder: Path, notebooks: list[str]) -> dict[str, str
         return {}
     shutil.copy2(others[0], expected)
     return {notebooks[0]: others[0].name}
+
+
+GRADER_SOURCES = Path(__file__).resolve().parents[1]  # the course package: the grader and its references
+
+
+@functools.lru_cache(maxsize=1)
+def _grader_fingerprint() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(GRADER_SOURCES.rglob("*.py")):
+        digest.update(path.relative_to(GRADER_SOURCES).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _release_fingerprint(release_folder: Path, seed: int) -> str:
+    digest = hashlib.sha256(f"seed {seed}\0grader {_grader_fingerprint()}\0".encode())
+    for path in sorted(release_folder.iterdir()) if release_folder.is_dir() else []:
+        if path.is_file() and path.name != "timestamp.txt":
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _submission_fingerprint(folder: Path, notebooks: list[str], release_print: str) -> str:
+    digest = hashlib.sha256(release_print.encode())
+    for nb in notebooks:
+        path = folder / f"{nb}.ipynb"
+        digest.update(nb.encode() + b"\0" + (path.read_bytes() if path.is_file() and not path.is_symlink() else b"<none>"))
+    return digest.hexdigest()
+
+
+IGNORED_FILES = {"timestamp.txt", ".DS_Store", "Thumbs.db"}
+
+
+def _extra_files(folder: Path, notebooks: list[str], release_folder: Path) -> list[str]:
+    """Files in the submission that the grader does not use (the release's own data files are expected)."""
+    if not folder.is_dir():
+        return []
+    known = {f"{nb}.ipynb" for nb in notebooks} | IGNORED_FILES | (
+        {p.name for p in release_folder.iterdir()} if release_folder.is_dir() else set())
+    extra = sorted(p.name for p in folder.iterdir() if p.name not in known and p.name != ".ipynb_checkpoints"
+                   and not (p.suffix == ".ipynb" and p.is_file()))
+    if not extra:
+        return []
+    return [f"extra files in the submission, not used by the grader: {', '.join(extra[:10])}"
+            + (f" and {len(extra) - 10} more" if len(extra) > 10 else "")]
 
 
 def _test_ids(notebook) -> set[str]:

@@ -1,32 +1,43 @@
 """Grade one submitted notebook: prepare it, run it sandboxed, judge what it produced.
 
+A grade is a pure function of the submission's bytes, the release and the course seed: every hidden
+case is drawn from a generator seeded with (course seed, grade id), and every limit that decides
+anything counts CPU seconds inside the sandbox, never the wall clock.
+
+Each phase with cases gets its own sandboxed run of the notebook (see ``runner``): ``open`` first
+(the cells as the student ran them), then ``sealed`` (the softmax family gone from the start). The
+runner asks for the phase's cases once its graded child is ready; a second request, a result for a
+case that was not sent or sent twice, or anything else out of protocol discards the run's results
+and is flagged.
+
 The result is plain data (:class:`NotebookResult`, saved as JSON in the grader's own folder) that the
 nbgrader step turns into test-cell outputs and gradebook scores.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import secrets
-import threading
 import shutil
 import sys
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from attention_course.grading import runner as runner_module
-from attention_course.grading import sandbox
-from attention_course.grading.cases import Check, write_program
+from attention_course.grading import sandbox, standin
+from attention_course.grading.cases import PHASES, Case, Check, encode_cases
 from attention_course.grading.submission import prepare
-from attention_course.grading.verdicts import FORBIDDEN_REASON, CheckVerdict, judge_case
+from attention_course.grading.verdicts import FORBIDDEN_REASON, CheckVerdict, Outcome, judge_case
 
 # Data files of the released assignment that are copied into the sandbox next to the notebook.
 _PARSE_LOCK = threading.Lock()
 DATA_SUFFIXES = {".csv", ".txt", ".json", ".npz", ".npy", ".pt"}
 MAX_DATA_BYTES = 20 << 20
+BUDGET_MARK = "(the step budget)"  # what the given training loops print when they stop on their budget
 
 
 @dataclass
@@ -35,8 +46,10 @@ class NotebookResult:
     checks: dict[str, dict] = field(default_factory=dict)  # grade id -> {"passed", "points", "message"}
     flags: list[str] = field(default_factory=list)
     cells: list[dict] = field(default_factory=list)  # what each run cell printed (capped), in run order
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall seconds of the sandboxed runs (informative only)
+    cpu_seconds: float = 0.0  # CPU seconds of the sandboxed runs
     seed: int = 0
+    fingerprint: str = ""  # of (submission, release, seed, grader): a re-grade with the same one is skipped
     readable: bool = True  # False for a missing, empty or unreadable notebook: nothing of it ran
 
     @property
@@ -48,23 +61,114 @@ class NotebookResult:
         return sum(c["points"] for c in self.checks.values())
 
     def save(self, path: Path) -> None:
+        """Written whole or not at all (an interrupted batch leaves no half-written result)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), ensure_ascii=False, indent=1), encoding="utf-8")
+        temporary = path.with_name(path.name + ".partial")
+        temporary.write_text(json.dumps(asdict(self), ensure_ascii=False, indent=1), encoding="utf-8")
+        temporary.replace(path)
 
     @classmethod
     def load(cls, path: Path) -> "NotebookResult":
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in json.loads(path.read_text(encoding="utf-8")).items() if k in known})
+
+
+def case_generator(seed: int, grade_id: str) -> torch.Generator:
+    """The generator of one check's hidden cases: a function of the course seed and the grade id only."""
+    digest = hashlib.sha256(f"{seed}:{grade_id}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "big") & (2**63 - 1))
+
+
+def plan_cases(checks: dict[str, Check], seed: int) -> list[tuple[str, Check, Case]]:
+    """Every case of every check, with the id the runner knows it by."""
+    planned = []
+    for check in checks.values():
+        for case in check.make_cases(case_generator(seed, check.grade_id)):
+            planned.append((f"case{len(planned)}", check, case))
+    return planned
 
 
 def _copy_data_files(release_folder: Path, workdir: Path) -> None:
     """The assignment's own data files, from the release (never the student's copies, which may be edited)."""
-    source_folder = release_folder
     copied = 0
-    for path in sorted(source_folder.iterdir()) if source_folder.is_dir() else []:
+    for path in sorted(release_folder.iterdir()) if release_folder.is_dir() else []:
         if path.is_file() and not path.is_symlink() and path.suffix in DATA_SUFFIXES and path.name != "timestamp.txt":
             copied += path.stat().st_size
             if copied <= MAX_DATA_BYTES:
                 shutil.copy2(path, workdir / path.name)
+
+
+class Conversation:
+    """The grader's side of one run's protocol: serve the phase's cases once, collect one result per case."""
+
+    def __init__(self, phase: str, cases: list[tuple[str, Case]]):
+        self.phase = phase
+        self.payload = encode_cases(cases)
+        self.case_ids = {case_id for case_id, _ in cases}
+        self.asked = self.done = False
+        self.results: dict[str, Outcome] = {}
+        self.notes: list[str] = []
+        self.problem = ""  # why the results of this run cannot be trusted
+        self.runner_error = ""
+        self.broken_seal = ""
+
+    def __call__(self, message) -> bytes | None:
+        kind = message[0] if isinstance(message, tuple) and message and isinstance(message[0], str) else None
+        if kind == "note":
+            if len(message) == 2 and isinstance(message[1], str) and message[1] not in self.notes and len(self.notes) < 20:
+                self.notes.append(message[1][:200])
+            return None
+        if kind == "ready":
+            if self.asked:
+                return self._stop("the notebook's code asked the grader for its inputs before the graded calls")
+            if message[1:] != (self.phase,):
+                return self._stop("a request for inputs that the grader did not expect")
+            self.asked = True
+            return self.payload
+        if kind == "result":
+            if not self.asked or len(message) != 8 or message[1] not in self.case_ids:
+                return self._stop("a result for a call the grader never asked for")
+            if message[1] in self.results:
+                return self._stop("two results for one call")
+            try:
+                self.results[message[1]] = Outcome.from_message(message)
+            except (TypeError, ValueError):
+                return self._stop("a result the grader could not read")
+            return None
+        if kind == "done" and self.asked and len(self.results) == len(self.case_ids):
+            self.done = True
+            raise sandbox.Channel.Stop("")
+        if kind == "broken-seal" and len(message) == 2:
+            self.broken_seal = str(message[1])[:300]
+            raise sandbox.Channel.Stop("")
+        if kind == "runner-error" and len(message) == 2:
+            self.runner_error = str(message[1])[:300]
+            raise sandbox.Channel.Stop("")
+        return self._stop("a message out of the grader's protocol")
+
+    def _stop(self, problem: str):
+        self.problem = problem
+        self.results.clear()  # none of this run's results can be trusted any more
+        raise sandbox.Channel.Stop(problem)
+
+
+def _run_phase(phase: str, prepared, cases: list[tuple[str, Case]], *, release_folder: Path | None, sandboxed: bool,
+               limits: sandbox.Limits) -> tuple[Conversation, sandbox.RunResult, list[dict]]:
+    conversation = Conversation(phase, cases)
+    with tempfile.TemporaryDirectory(prefix="grade-") as folder:
+        workdir = Path(folder)
+        if release_folder is not None:
+            _copy_data_files(release_folder, workdir)
+        shutil.copy2(runner_module.__file__, workdir / "runner.py")
+        shutil.copy2(standin.__file__, workdir / "standin.py")
+        program = {"cells": prepared.cells, "helpers": prepared.helpers, "phase": phase,
+                   "cell_cpu_s": limits.cell_cpu_s, "case_cpu_s": limits.case_cpu_s}
+        (workdir / "program.json").write_text(json.dumps(program), encoding="utf-8")
+        channel = sandbox.Channel(conversation)
+        run = sandbox.run(workdir, [sys.executable, "-I", "runner.py", sandbox.INSIDE if sandboxed else str(workdir)],
+                          limits, sandboxed=sandboxed, channel=channel)
+        cells = _read_cells(workdir)
+    return conversation, run, cells
 
 
 def grade_notebook(
@@ -72,60 +176,76 @@ def grade_notebook(
     released,
     checks: dict[str, Check],
     *,
+    seed: int,
     release_folder: Path | None = None,
     sandboxed: bool = True,
     limits: sandbox.Limits = sandbox.Limits(),
-    seed: int | None = None,
+    fingerprint: str = "",
 ) -> NotebookResult:
     """Grade ``submitted`` (a path that may not exist) against the ``released`` notebook's checks."""
-    seed = secrets.randbits(63) if seed is None else seed
-    result = NotebookResult(notebook=submitted.name, seed=seed)
+    result = NotebookResult(notebook=submitted.name, seed=seed, fingerprint=fingerprint)
     with _PARSE_LOCK:  # ast.parse is not thread-safe in CPython 3.11 (gh-106905)
         prepared = prepare(submitted, released)
     result.flags.extend(prepared.flags)
     result.readable = prepared.readable
 
-    generator = torch.Generator().manual_seed(seed)
-    planned = [(check, case) for check in checks.values() for case in check.make_cases(generator)]
+    planned = plan_cases(checks, seed)
     verdicts = {grade_id: CheckVerdict(grade_id, check.points, check.what) for grade_id, check in checks.items()}
-
+    outcomes: dict[str, Outcome] = {}
     if prepared.readable:
-        with tempfile.TemporaryDirectory(prefix="grade-") as folder:
-            workdir = Path(folder)
-            if release_folder is not None:
-                _copy_data_files(release_folder, workdir)
-            shutil.copy2(runner_module.__file__, workdir / "runner.py")
-            write_program(workdir, prepared.cells, [case for _, case in planned])
-            run = sandbox.run(workdir, [sys.executable, "-I", "runner.py", sandbox.INSIDE if sandboxed else str(workdir)],
-                              limits, sandboxed=sandboxed)
-            result.seconds = round(run.seconds, 2)
-            if run.timed_out:
-                result.flags.append(f"timed out after {limits.wall_s:g} s")
-            elif not (workdir / "out" / "done.json").is_file():
-                result.flags.append(f"crashed (exit status {run.returncode}): {run.output_tail.strip()[-300:]}".strip())
-            if run.output_bytes > limits.output_bytes:
-                result.flags.append(f"printed {run.output_bytes:,} bytes outside the notebook's cells (not kept)")
-            result.cells = _read_cells(workdir)
-            for report in result.cells:  # which cell each report is about, for the autograded notebook
-                number = report.get("cell")
-                report["source"] = prepared.cells[number] if isinstance(number, int) and 0 <= number < len(prepared.cells) else ""
-            stuck, shortcuts = [], {}
-            for number, (check, case) in enumerate(planned):
-                static = prepared.forbidden_by_name.get(case.call, set())
-                verdict = judge_case(check, case, f"case{number}", workdir / "out", static)
-                verdicts[check.grade_id].cases.append(verdict)
-                if verdict.reason.startswith("the call did not finish") and case.call not in stuck:
-                    stuck.append(case.call)
-                if verdict.reason.startswith(FORBIDDEN_REASON):
-                    shortcuts[case.call] = verdict.reason.removeprefix(FORBIDDEN_REASON)
-            if stuck and not run.timed_out:
-                result.flags.append(f"timed out in {', '.join(stuck)} (those calls were stopped)")
-            if shortcuts:
-                result.flags.append("forbidden shortcuts: " + "; ".join(f"{call} uses {uses}" for call, uses in shortcuts.items()))
-            result.flags.extend(_cell_flags(result.cells, limits))
+        for phase in PHASES:
+            cases = [(case_id, case) for case_id, check, case in planned if check.phase == phase]
+            if not cases:
+                continue
+            conversation, run, cells = _run_phase(phase, prepared, cases, release_folder=release_folder,
+                                                  sandboxed=sandboxed, limits=limits)
+            outcomes.update(conversation.results)
+            result.seconds = round(result.seconds + run.seconds, 2)
+            result.cpu_seconds = round(result.cpu_seconds + run.cpu_seconds, 2)
+            if not result.cells or phase == "open":
+                result.cells = cells
+            result.flags.extend(_run_flags(phase, conversation, run, cells, limits))
+            result.flags.extend(note for note in conversation.notes if note not in result.flags)
+        for report in result.cells:  # which cell each report is about, for the autograded notebook
+            number = report.get("cell")
+            report["source"] = prepared.cells[number] if isinstance(number, int) and 0 <= number < len(prepared.cells) else ""
+    stuck, shortcuts = [], {}
+    for case_id, check, case in planned:
+        verdict = judge_case(check, case, outcomes.get(case_id) if prepared.readable else None)
+        verdicts[check.grade_id].cases.append(verdict)
+        if verdict.reason.startswith("the call did not finish") and case.call not in stuck:
+            stuck.append(case.call)
+        if verdict.reason.startswith(FORBIDDEN_REASON):
+            shortcuts.setdefault(case.call, verdict.reason.removeprefix(FORBIDDEN_REASON).split(" [")[0])
+    if stuck:
+        result.flags.append(f"timed out in {', '.join(stuck)} (those calls were stopped)")
+    if shortcuts:
+        result.flags.append("forbidden shortcuts: " + "; ".join(f"{call} uses {uses}" for call, uses in shortcuts.items()))
+    result.flags = list(dict.fromkeys(result.flags))
     for grade_id, verdict in verdicts.items():
         result.checks[grade_id] = {"passed": verdict.passed, "points": verdict.points, "message": verdict.message()}
     return result
+
+
+def _run_flags(phase: str, conversation: Conversation, run: sandbox.RunResult, cells: list[dict],
+               limits: sandbox.Limits) -> list[str]:
+    flags = []
+    if conversation.problem:
+        flags.append(f"tampered with the grader's channel: {conversation.problem} (this run's results were discarded)")
+    if conversation.broken_seal:
+        flags.append(f"the grader could not switch off the softmax family ({conversation.broken_seal}): not graded")
+    if conversation.runner_error:
+        flags.append(f"the grader's runner failed: {conversation.runner_error}")
+    if run.timed_out:
+        flags.append(f"stopped after {limits.wall_s:g} s of wall-clock time")
+    elif run.idle:
+        flags.append(f"stopped: no CPU progress for {limits.idle_s:g} s (sleeping or waiting)")
+    elif not conversation.done and not conversation.problem and not conversation.broken_seal and not conversation.runner_error:
+        flags.append(f"crashed (exit status {run.returncode}): {run.output_tail.strip()[-300:]}".strip())
+    if run.output_bytes > limits.output_bytes:
+        flags.append(f"printed {run.output_bytes:,} bytes outside the notebook's cells (not kept)")
+    flags.extend(_cell_flags(cells, limits))
+    return flags
 
 
 def _cell_flags(cells: list[dict], limits: sandbox.Limits) -> list[str]:
@@ -137,7 +257,9 @@ def _cell_flags(cells: list[dict], limits: sandbox.Limits) -> list[str]:
     if "RecursionError" in errors:
         flags.append("recursed too deeply")
     if any(c.get("status") == "timeout" for c in cells):
-        flags.append("a cell ran out of time")
+        flags.append(f"a cell used more than its {limits.cell_cpu_s:g} CPU seconds")
+    if any(BUDGET_MARK in str(c.get("stdout", "")) for c in cells):
+        flags.append("training stopped at its step budget, not at its target accuracy")
     dropped = [c for c in cells if "more characters not kept]" in (c.get("stdout", "") + c.get("stderr", ""))]
     if dropped:
         flags.append(f"{len(dropped)} cell(s) printed more than the grader keeps (truncated)")

@@ -11,8 +11,10 @@ and ``export`` work as instructors know them.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
+import nbformat
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbformat.v4 import new_output
 from nbgrader.converters import Autograde
@@ -25,6 +27,8 @@ from traitlets import Unicode
 from traitlets.config import Config
 
 from attention_course.grading.grade import NotebookResult
+from attention_course.grading.runner import REFUSAL
+from attention_course.grading.submission import HIDDEN_TESTS
 
 COURSE_ID = "attention-course"
 
@@ -49,6 +53,47 @@ class DropDuplicateGradeIds(NbGraderPreprocessor):
             seen.add(grade_id)
             kept.append(cell)
         nb.cells = kept
+        return nb, resources
+
+
+class RestoreReleaseMetadata(NbGraderPreprocessor):
+    """Every cell's nbgrader metadata as the release has it (the grader flagged the differences).
+
+    A cell whose grade id is in the release gets the release's metadata (points, grade, solution, locked);
+    any other cell loses its nbgrader metadata, so that an answer cell marked as graded or a test cell the
+    student added is plain code to nbgrader. Without this, such edits make nbgrader fail to record the
+    submission while the grader's summary shows a score."""
+
+    release_dir = Unicode(help="The course's release folder").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        path = Path(self.release_dir) / info["assignment"] / f"{info['notebook']}.ipynb"
+        released = nbformat.read(path, as_version=4)
+        release = {(c.metadata.get("nbgrader") or {}).get("grade_id"): c for c in released.cells
+                   if (c.metadata.get("nbgrader") or {}).get("grade_id")}
+        for cell in nb.cells:
+            grade_id = (cell.metadata.get("nbgrader") or {}).get("grade_id")
+            if grade_id in release and release[grade_id].cell_type == cell.cell_type:
+                cell.metadata["nbgrader"] = copy.deepcopy(release[grade_id].metadata["nbgrader"])
+            else:
+                cell.metadata.pop("nbgrader", None)
+        return nb, resources
+
+
+class HideHiddenTests(NbGraderPreprocessor):
+    """For feedback, whoever graded the notebook: test cells show only their visible part, and an error in
+    a test cell only its message (a traceback of stock nbgrader's run quotes the hidden lines)."""
+
+    def preprocess(self, nb, resources):
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader") or {}
+            if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+                continue
+            cell.source = HIDDEN_TESTS.sub("", cell.source).rstrip()
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         return nb, resources
 
 
@@ -91,8 +136,11 @@ class ApplyVerdicts(NbGraderPreprocessor):
         if run.get("stdout"):
             outputs.append(new_output("stream", name="stdout", text=run["stdout"]))
         if run.get("status") != "ok":
-            outputs.append(new_output("error", ename="CellError", evalue=str(run.get("error")),
-                                      traceback=[str(run.get("error"))]))
+            error = str(run.get("error"))
+            if REFUSAL in error:
+                error += ("\n(While it grades, the grader switches off PyTorch's softmax and its relatives. This "
+                          "error in one of your cells costs no points; only the graded functions are tested.)")
+            outputs.append(new_output("error", ename="CellError", evalue=error, traceback=[error]))
         return outputs
 
 
@@ -103,8 +151,10 @@ def autograde_config(root: Path, results_dir: Path, assignment: str, student: st
     config.CourseDirectory.assignment_id = assignment
     config.CourseDirectory.student_id = student
     config.Autograde.sanitize_preprocessors = [
-        ClearOutput, DropDuplicateGradeIds, OverwriteKernelspec, OverwriteCells, ClearHiddenTests, CheckCellMetadata,
+        RestoreReleaseMetadata, ClearOutput, DropDuplicateGradeIds, OverwriteKernelspec, OverwriteCells,
+        ClearHiddenTests, CheckCellMetadata,
     ]
+    config.RestoreReleaseMetadata.release_dir = str(root / "release")
     config.Autograde.autograde_preprocessors = [
         ApplyVerdicts, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
         AssignLatePenalties, CheckCellMetadata,

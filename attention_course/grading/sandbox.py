@@ -4,14 +4,17 @@ Inside the sandbox the runner sees: the system's /usr (read-only), the Python in
 virtual environment (read-only; the course package and its reference implementations are not
 there), a private /tmp, and one writable folder, ``/submission``, holding a copy of the submission's
 own files. There is no network (a fresh network namespace has only a loopback that nothing listens
-on), no other process is visible, and it runs as uid 65534 in its own user namespace, without
-capabilities. Limits: address space, processes, file size, CPU time, wall time, and how much of its
-output is kept.
+on), no other process is visible, no compiler, and it runs as uid 65534 in its own user namespace,
+without capabilities and without the right to make another. Limits: address space, processes, file
+size, CPU time, and how much of its output is kept; a run that makes no CPU progress is stopped, and
+the wall clock is only a distant backstop, so that a busy machine never changes a grade.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
 import os
 import resource
 import shutil
@@ -33,8 +36,15 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    wall_s: float = 120.0
-    cpu_s: int = 240
+    """Every limit that decides anything counts CPU time or sizes, never the wall clock: a grade must not
+    depend on how busy the machine is. The wall-clock limit is only a backstop for a run that makes no
+    progress, and ``idle_s`` stops a run that has used no CPU for that long (sleeping, waiting)."""
+
+    cell_cpu_s: float = 120.0  # CPU seconds one notebook cell may use (training included)
+    case_cpu_s: float = 20.0  # CPU seconds one graded call may use
+    cpu_s: int = 900  # CPU seconds of a whole run, per process (RLIMIT_CPU)
+    idle_s: float = 60.0  # wall seconds without any CPU progress before the run is stopped
+    wall_s: float = 1800.0  # backstop; far above what an honest notebook needs even on a crowded machine
     memory_bytes: int = 6 << 30  # address space: torch alone maps a few GB of it
     processes: int = 256  # processes and threads alive at once (torch starts a few threads)
     file_bytes: int = 256 << 20  # largest file the submission may write
@@ -43,9 +53,11 @@ class Limits:
 
 @dataclass
 class RunResult:
-    returncode: int | None  # None when killed for the wall-time limit
-    timed_out: bool
-    seconds: float
+    returncode: int | None  # None when the grader stopped it
+    timed_out: bool  # stopped by the wall-clock backstop
+    idle: bool  # stopped after idle_s without CPU progress
+    seconds: float  # wall seconds
+    cpu_seconds: float  # CPU seconds of the sandbox's processes
     output_tail: str  # the last part of what the process printed (at most Limits.output_bytes)
     output_bytes: int  # how much it printed in all
 
@@ -56,12 +68,21 @@ def _python_paths() -> list[str]:
     return sorted(paths)
 
 
+COMPILER_FOLDERS = ("/usr/lib/gcc", "/usr/libexec/gcc", *(str(p) for p in sorted(Path("/usr/lib").glob("llvm-*"))))
+
+
+@functools.lru_cache(maxsize=None)
+def _supports_disable_userns(bwrap: str) -> bool:
+    help_text = subprocess.run([bwrap, "--help"], capture_output=True, text=True).stdout
+    return "--disable-userns" in help_text
+
+
 def bwrap_command(workdir: Path, argv: list[str]) -> list[str]:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable("bubblewrap (bwrap) is not installed: `sudo apt-get install bubblewrap`")
     command = [
-        bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+        bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
         "--uid", str(NOBODY), "--gid", str(NOBODY),
         # A private /tmp first: a later tmpfs would hide binds below it (the venv may live under /tmp).
         "--tmpfs", "/tmp",
@@ -79,6 +100,13 @@ def bwrap_command(workdir: Path, argv: list[str]) -> list[str]:
             command += ["--ro-bind", etc, etc]
     for path in _python_paths():
         command += ["--ro-bind", path, path]
+    # No compiler: code compiled at grading time (a C++ extension, torch.compile's kernels) could call
+    # native kernels behind the dispatcher's back. Nothing an honest notebook does needs one.
+    for compiler in COMPILER_FOLDERS:
+        if os.path.isdir(compiler):
+            command += ["--tmpfs", compiler]
+    if _supports_disable_userns(bwrap):
+        command += ["--disable-userns"]  # no nested user namespace: no capabilities, no hidden mounts
     command += [
         "--bind", str(workdir), INSIDE, "--chdir", INSIDE,
         "--clearenv",
@@ -144,7 +172,7 @@ def _limit_child(limits: Limits, cgroup: Path | None):
 
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if cgroup is not None:
@@ -155,20 +183,169 @@ def _limit_child(limits: Limits, cgroup: Path | None):
     return apply
 
 
-def run(workdir: Path, argv: list[str], limits: Limits = Limits(), sandboxed: bool = True) -> RunResult:
-    """Run ``argv`` with ``workdir`` as its only writable folder; never raises for what the child does."""
+def _process_tree(root: int) -> dict[int, tuple[str, str, float]]:
+    """{pid: (command name, state, CPU seconds incl. reaped children)} for ``root`` and its descendants."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        name, _, rest = text.partition(" (")[2].rpartition(") ")
+        fields = rest.split()
+        if len(fields) < 15:
+            continue
+        ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        table[int(entry)] = (int(fields[1]), name, fields[0], ticks / CLOCK_TICKS)
+    tree, stack = {}, [root]
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, *_rest) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    while stack:
+        pid = stack.pop()
+        if pid in table:
+            _, name, state, cpu = table[pid]
+            tree[pid] = (name, state, cpu)
+        stack.extend(children.get(pid, []))
+    return tree
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class Channel:
+    """The grader's side of the runner's two pipes: frames in, replies out.
+
+    ``handler(message)`` gets each message the runner sends (a plain tuple, parsed with
+    ``ast.literal_eval``) and returns bytes to send back, or None. A frame that cannot be parsed, or a
+    handler that raises ``Channel.Stop``, ends the conversation and stops the run."""
+
+    class Stop(Exception):
+        pass
+
+    def __init__(self, handler):
+        self.handler = handler
+        self.finished = threading.Event()  # the runner said it is done, or the conversation broke down
+        self.problem = ""
+        self.read_end, self.runner_out = os.pipe()
+        self.runner_in, self.write_end = os.pipe()
+
+    def serve(self) -> None:
+        with open(self.read_end, "rb", buffering=0) as incoming:
+            try:
+                while True:
+                    header = _read_exactly(incoming, 4)
+                    if header is None:
+                        return
+                    size = int.from_bytes(header, "big")
+                    if size > MAX_FRAME_BYTES:
+                        raise Channel.Stop(f"the runner sent a frame of {size:,} bytes")
+                    data = _read_exactly(incoming, size)
+                    if data is None:
+                        return
+                    try:
+                        message = ast.literal_eval(data.decode("utf-8"))
+                    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError) as error:
+                        raise Channel.Stop(f"unreadable message from the sandbox ({type(error).__name__})")
+                    reply = self.handler(message)
+                    if reply is not None:
+                        os.write(self.write_end, len(reply).to_bytes(4, "big"))
+                        view = memoryview(reply)
+                        while view:
+                            view = view[os.write(self.write_end, view):]
+            except Channel.Stop as stop:
+                self.problem = str(stop)
+            except OSError:
+                pass
+            finally:
+                self.finished.set()
+
+    def close_runner_ends(self) -> None:
+        """Our copies of the ends the runner uses (it has its own once started). Each fd is closed once:
+        closing a number twice could close another thread's file that reused it."""
+        for name in ("runner_out", "runner_in"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                setattr(self, name, -1)
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def close(self) -> None:
+        self.close_runner_ends()
+        if self.write_end >= 0:
+            fd, self.write_end = self.write_end, -1
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+MAX_FRAME_BYTES = 32 << 20
+
+
+def _read_exactly(stream, count: int) -> bytes | None:
+    chunks = []
+    while count:
+        chunk = stream.read(min(count, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+
+
+# Running sandboxes, so that an interrupted batch can stop them all (see stop_all()).
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def stop_all() -> int:
+    """Kill every sandbox this process started that is still running; returns how many."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for process in running:
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+    return len(running)
+
+
+def run(workdir: Path, argv: list[str], limits: Limits = Limits(), sandboxed: bool = True,
+        channel: Channel | None = None) -> RunResult:
+    """Run ``argv`` with ``workdir`` as its only writable folder; never raises for what the child does.
+
+    With a ``channel``, the two pipe ends the runner uses are passed in and their numbers appended to
+    ``argv``; the run ends when the channel is finished (the runner said "done"), when every process
+    of the run is stopped or exited, when it has used no CPU for ``idle_s``, or at the wall backstop."""
+    pass_fds: tuple[int, ...] = ()
+    if channel is not None:
+        argv = [*argv, str(channel.runner_out), str(channel.runner_in)]
+        pass_fds = (channel.runner_out, channel.runner_in)
     if sandboxed:
         command = bwrap_command(workdir, argv)
         cwd = None
     else:
         command, cwd = argv, str(workdir)
     cgroup = _new_pids_cgroup(limits.processes) if os.getuid() == 0 else None
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        preexec_fn=_limit_child(limits, cgroup), start_new_session=True,
-        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"} if not sandboxed else None,
-    )
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(
+            command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            preexec_fn=_limit_child(limits, cgroup), start_new_session=True, pass_fds=pass_fds,
+            env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"} if not sandboxed else None,
+        )
+    except BaseException:
+        if channel is not None:
+            channel.close()
+            os.close(channel.read_end)
+        raise
+    with _RUNNING_LOCK:
+        _RUNNING.add(process)
+    server = None
+    if channel is not None:
+        channel.close_runner_ends()
+        server = threading.Thread(target=channel.serve, daemon=True)
+        server.start()
     tail = bytearray()
     total = 0
 
@@ -181,20 +358,48 @@ def run(workdir: Path, argv: list[str], limits: Limits = Limits(), sandboxed: bo
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    timed_out = False
+    timed_out = idle = False
+    cpu, progress_cpu, progress_at = 0.0, 0.0, time.monotonic()
     try:
-        process.wait(timeout=limits.wall_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(process.pid, signal.SIGKILL)
+        while process.poll() is None:
+            if channel is not None and channel.finished.wait(0.2):
+                break
+            elif channel is None:
+                time.sleep(0.2)
+            now = time.monotonic()
+            tree = _process_tree(process.pid)
+            cpu = max(cpu, sum(c for _, _, c in tree.values()))
+            if cpu > progress_cpu + 0.01:
+                progress_cpu, progress_at = cpu, now
+            runners = [state for name, state, _ in tree.values() if name != "bwrap"]
+            if runners and all(state in "TtZX" for state in runners):
+                break  # every process of the run is stopped or gone: it has nothing more to say
+            if now - started > limits.wall_s:
+                timed_out = True
+                break
+            if now - progress_at > limits.idle_s:
+                idle = True
+                break
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    reader.join(timeout=5)
-    if cgroup is not None:
-        _remove_cgroup(cgroup)
+        with _RUNNING_LOCK:
+            _RUNNING.discard(process)
+        reader.join(timeout=5)
+        if channel is not None:
+            channel.close()
+            if server is not None:
+                server.join(timeout=5)
+        if cgroup is not None:
+            _remove_cgroup(cgroup)
+    stopped_by_us = timed_out or idle or process.returncode in (-signal.SIGKILL,)
     return RunResult(
-        returncode=None if timed_out else process.returncode,
+        returncode=None if stopped_by_us else process.returncode,
         timed_out=timed_out,
-        seconds=time.perf_counter() - started,
+        idle=idle,
+        seconds=time.monotonic() - started,
+        cpu_seconds=round(cpu, 2),
         output_tail=tail.decode("utf-8", errors="replace"),
         output_bytes=total,
     )
@@ -205,7 +410,7 @@ def check_available() -> None:
     probe = Path(os.environ.get("TMPDIR", "/tmp")) / f"sandbox-probe-{os.getpid()}"
     probe.mkdir(exist_ok=True)
     try:
-        result = run(probe, [sys.executable, "-I", "-c", "print('ok')"], Limits(wall_s=60))
+        result = run(probe, [sys.executable, "-I", "-c", "print('ok')"], Limits(wall_s=60, idle_s=30))
     except SandboxUnavailable:
         raise
     finally:

@@ -3,8 +3,13 @@
 Trusted and pure: it parses JSON and Python source, and never runs either. Test cells are restored
 from the released notebook (so their hidden parts never enter a graded notebook); a test cell that
 was edited, deleted, duplicated or stripped of its grade id is restored and flagged, and so is an
-edited read-only cell. The code to run in the sandbox is every code cell except the test cells:
-verdicts come from the grader's own calls, not from the notebook's assertions.
+edited read-only cell. Cells whose nbgrader metadata differs from the release (an answer cell
+marked as graded, points changed, a test cell added) are flagged here and graded from the
+release's metadata (``nbgrader_bridge.RestoreReleaseMetadata``). The code to run in the sandbox is
+every code cell except the test cells: verdicts come from the grader's own calls, not from the
+notebook's assertions. What is forbidden is decided by what a graded call computes, in the sandbox
+(``runner``), never by what the notebook mentions: a scratch cell that compares with
+``torch.softmax`` costs nothing.
 """
 
 from __future__ import annotations
@@ -17,23 +22,15 @@ from pathlib import Path
 
 import nbformat
 
-from attention_course.grading.cases import FORBIDDEN_CALLS
-
 MAX_NOTEBOOK_BYTES = 50 << 20
-
-# Names whose use in student code means an attempt to switch off the grader's call recording.
-EVASION_NAMES = (
-    "DisableTorchFunction", "DisableTorchFunctionSubclass", "_DisableTorchDispatch", "_pop_mode",
-    "_push_mode", "_set_torch_function_mode", "_python_dispatch", "TorchFunctionMode", "TorchDispatchMode",
-    "_disabled_torch_function_impl", "_disabled_torch_dispatch_impl",
-)
+NBGRADER_FIELDS = ("grade", "solution", "locked", "task", "points")
 
 
 @dataclass
 class Prepared:
     cells: list[str]  # the code cells to run in the sandbox, in order
     flags: list[str] = field(default_factory=list)  # what the instructor should know, one line each
-    forbidden_by_name: dict[str, set[str]] = field(default_factory=dict)  # top-level name -> forbidden uses in it
+    helpers: str = ""  # the release's given definitions, re-installed before each graded call
     readable: bool = True
 
 
@@ -83,11 +80,12 @@ def prepare(submitted: Path, released) -> Prepared:
     if notebook is None:
         return Prepared(cells=[], flags=[problem], readable=False)
 
+    flags = metadata_changes(notebook, released)
     released_tests = {_grade_id(c): _source(c) for c in released.cells if _is_test(c)}
     released_locked = {_grade_id(c): _source(c) for c in released.cells
                        if _is_locked(c) and not _is_test(c) and c.cell_type == "code" and _grade_id(c)}
     test_by_source = {_visible(source): grade_id for grade_id, source in released_tests.items()}
-    flags, cells, student_cells, seen_tests = [], [], [], set()
+    cells, student_cells, seen_tests = [], [], set()
 
     for cell in notebook.cells:
         if cell.get("cell_type") != "code":
@@ -119,12 +117,57 @@ def prepare(submitted: Path, released) -> Prepared:
     # Read-only code cells (the setup) come first in every assignment: put deleted ones back there.
     cells[:0] = [released_locked[grade_id] for grade_id in missing_locked]
 
-    prepared = Prepared(cells=cells, flags=flags)
-    prepared.forbidden_by_name, evasions = scan_forbidden(cells)
-    flags.extend(f"uses {name}, which can switch off the grader's call recording" for name in sorted(evasions))
+    prepared = Prepared(cells=cells, flags=flags, helpers=given_helpers(released))
     locked_names = _defined_names([source for source in released_locked.values()])
     flags.extend(suspicious_code(student_cells, locked_names))
     return prepared
+
+
+def metadata_changes(notebook, released) -> list[str]:
+    """One line per cell whose nbgrader metadata is not the release's (graded from the release's)."""
+    release = {_grade_id(c): (c.get("metadata", {}).get("nbgrader") or {}) for c in released.cells if _grade_id(c)}
+    flags = []
+    for cell in notebook.cells:
+        meta = cell.get("metadata", {}).get("nbgrader") or {}
+        grade_id = meta.get("grade_id")
+        if not meta or grade_id is None:
+            continue
+        if grade_id not in release:
+            if meta.get("grade") or meta.get("solution") or meta.get("points"):
+                what = f"{meta.get('points', 0)} points" if meta.get("grade") else "an answer cell"
+                flags.append(f"cell {grade_id}: nbgrader metadata not in the release ({what}): ignored")
+            continue
+        original = release[grade_id]
+        changed = [f"{key} {original.get(key)!r} -> {meta.get(key)!r}" for key in NBGRADER_FIELDS
+                   if key in original or key in meta if _normal(original.get(key)) != _normal(meta.get(key))]
+        if changed:
+            flags.append(f"cell {grade_id}: nbgrader metadata changed ({', '.join(changed)}): restored from the release")
+    return flags
+
+
+def _normal(value):
+    return value if value not in (None, False, 0, 0.0) else None
+
+
+def given_helpers(released) -> str:
+    """The definitions the notebook gives (imports, functions, classes, constants), from its read-only code
+    cells: re-run before each graded call, so that an answer cell that redefines one changes nothing."""
+    parts = []
+    for cell in released.cells:
+        if cell.get("cell_type") != "code" or not _is_locked(cell) or _is_test(cell):
+            continue
+        try:
+            tree = ast.parse(_source(cell))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                parts.append(ast.unparse(node))
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and not any(
+                    isinstance(child, (ast.Call, ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp, ast.With))
+                    for child in ast.walk(node)):
+                parts.append(ast.unparse(node))
+    return "\n\n".join(parts)
 
 
 def _defined_names(sources: list[str]) -> set[str]:
@@ -230,79 +273,3 @@ def suspicious_code(cells: list[str], locked_names: set[str]) -> list[str]:
                         text.startswith(OUTSIDE_PREFIXES) and len(text) > 2 and " " not in text and "\n" not in text):
                     note("reaches for files outside its folder", text[:60])
     return [f"{kind}: {', '.join(sorted(details))[:120]}" for kind, details in sorted(found.items())]
-
-
-# ---------------------------------------------------------------------------------------------
-# Forbidden shortcuts, found in the source (trusted) as well as at run time (in the sandbox).
-
-
-SHORTCUTS = set(FORBIDDEN_CALLS) | {"aten"}  # torch.ops.aten.<op> bypasses every Python-level override
-FORBIDDEN_MODULES = {"attention_course"}  # the course package: its reference implementations
-
-
-def _uses(node: ast.AST, own_definitions: set[str]) -> tuple[set[str], set[str]]:
-    """(forbidden shortcuts used under ``node``, bare names it refers to).
-
-    ``torch.softmax``, ``x.softmax``, ``from torch.nn.functional import softmax``, ``getattr(F, "softmax")``
-    and ``torch.ops.aten`` count; a bare ``softmax(...)`` counts only when it is not the student's own function.
-    """
-    forbidden, names = set(), set()
-    for child in ast.walk(node):
-        if isinstance(child, ast.Name):
-            names.add(child.id)
-            if child.id in SHORTCUTS and child.id not in own_definitions:
-                forbidden.add(child.id)
-        elif isinstance(child, ast.Attribute) and child.attr in SHORTCUTS:
-            forbidden.add(child.attr)
-        elif isinstance(child, (ast.Import, ast.ImportFrom)):
-            modules = [child.module or ""] if isinstance(child, ast.ImportFrom) else [a.name for a in child.names]
-            imported = [a.name for a in child.names] if isinstance(child, ast.ImportFrom) else []
-            forbidden |= {part for m in modules for part in m.split(".") if part in FORBIDDEN_MODULES | {"aten"}}
-            forbidden |= set(imported) & (SHORTCUTS | FORBIDDEN_MODULES)
-        elif isinstance(child, ast.Constant) and isinstance(child.value, str) and " " not in child.value.strip():
-            # A name in a string, as in getattr(F, "softmax") or "torch.softmax"; prose (docstrings) is not.
-            forbidden |= set(child.value.strip().split(".")) & (SHORTCUTS | FORBIDDEN_MODULES)
-    return forbidden, names
-
-
-def scan_forbidden(cells: list[str]) -> tuple[dict[str, set[str]], set[str]]:
-    """For each top-level function or class, the forbidden shortcuts it can reach; and evasion attempts.
-
-    A function "reaches" what it uses directly and what the other top-level definitions it names use,
-    so a softmax hidden in a helper still counts against the graded function that calls the helper.
-    Module-level code (imports, aliases) counts against every definition.
-    """
-    trees = []
-    for source in cells:
-        try:
-            trees.append(ast.parse(source))
-        except SyntaxError:
-            continue  # IPython magics or broken code: the run will tell
-    definitions = {node.name for tree in trees for node in tree.body
-                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    direct: dict[str, set[str]] = {}
-    references: dict[str, set[str]] = {}
-    module_level: set[str] = set()
-    evasions: set[str] = set()
-    for tree in trees:
-        for node in tree.body:
-            forbidden, names = _uses(node, definitions)
-            evasions |= {n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", "")
-                         for n in ast.walk(node) if isinstance(n, (ast.Attribute, ast.Name))} & set(EVASION_NAMES)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                direct[node.name] = direct.get(node.name, set()) | forbidden
-                references[node.name] = references.get(node.name, set()) | names
-            else:
-                module_level |= forbidden
-    reach: dict[str, set[str]] = {}
-    for name in direct:
-        seen, stack, uses = {name}, [name], set(module_level)
-        while stack:
-            current = stack.pop()
-            uses |= direct.get(current, set())
-            for other in references.get(current, set()) & direct.keys():
-                if other not in seen:
-                    seen.add(other)
-                    stack.append(other)
-        reach[name] = uses
-    return reach, evasions

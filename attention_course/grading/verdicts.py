@@ -1,14 +1,15 @@
 """The trusted side: judge what the sandbox produced against the reference implementations.
 
-Nothing here imports or runs student code. Outputs are read with ``numpy.load(allow_pickle=False)``
-and JSON; the reference answer of every case is recomputed here from the same inputs.
+Nothing here imports or runs student code. What the runner sends is plain data (parsed with
+``ast.literal_eval``); tensors are rebuilt from raw bytes with NumPy; the reference answer of every
+case is recomputed here from the same inputs.
 """
 
 from __future__ import annotations
 
-import json
+import inspect
+import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,8 +17,8 @@ import torch
 
 from attention_course.grading.cases import Case, Check
 
-MAX_RESULT_FILE_BYTES = 16 << 20  # a case's outputs are small tensors; anything larger is not trusted
 FORBIDDEN_REASON = "uses a forbidden shortcut: "
+_ALLOWED_DTYPES = {"<f4", "<f8", "<f2", "<i8", "<i4", "<i2", "|i1", "|u1", "|b1"}
 
 
 @dataclass
@@ -93,79 +94,101 @@ def reference_output(check: Check, case: Case) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading what the runner wrote.
+# Reading what the runner sent.
 
 
-def _load_json(path: Path) -> Any | None:
-    if not path.is_file() or path.stat().st_size > MAX_RESULT_FILE_BYTES:
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return None
+@dataclass
+class Outcome:
+    """One graded call as the runner reported it."""
+
+    status: str  # "ok", "error" or "timeout"
+    error: str | None
+    returned: tuple  # the runner's description of the returned value
+    after: tuple  # per positional argument: its description after the call, or ("skip",)
+    forbidden: tuple[str, ...]  # operators of the softmax family the call reached (each was refused)
+    extra: tuple  # what a check asked for beyond the returned value (translate's teacher-forced pass)
+
+    @classmethod
+    def from_message(cls, message: tuple) -> "Outcome":
+        _, _, status, error, returned, after, forbidden, extra = message
+        return cls(str(status), None if error is None else str(error), returned, tuple(after),
+                   tuple(str(f) for f in forbidden), tuple(extra))
 
 
-def _load_arrays(path: Path) -> dict[str, np.ndarray] | None:
-    if not path.is_file() or path.stat().st_size > MAX_RESULT_FILE_BYTES:
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {key: npz[key] for key in npz.files}
-    except Exception:  # a malformed file is a failed case, whatever numpy raises
-        return None
+def rebuild(described: Any) -> Any:
+    """A value from the runner's description; raises ValueError for anything not acceptable as a result."""
+    if not isinstance(described, tuple) or not described:
+        raise ValueError("the result could not be read")
+    kind = described[0]
+    if kind == "tensor":
+        _, dtype, shape, raw = described
+        if dtype not in _ALLOWED_DTYPES or not isinstance(raw, bytes) or not all(isinstance(n, int) and n >= 0 for n in shape):
+            raise ValueError("the result could not be read")
+        array = np.frombuffer(raw, dtype=np.dtype(dtype))
+        if array.size != int(np.prod(shape, dtype=np.int64)):
+            raise ValueError("the result could not be read")
+        return torch.from_numpy(array.reshape(shape).copy())
+    if kind == "seq":
+        return tuple(rebuild(item) for item in described[1])
+    if kind == "scalar":
+        return described[1]
+    if kind == "other":
+        raise ValueError(f"expected tensors, got {described[1]}")
+    raise ValueError("the result could not be read")
 
 
-def _rebuild(described: list[dict], arrays: dict[str, np.ndarray]) -> tuple[Any, str]:
-    """The returned value from the runner's description; a reason instead where it is not acceptable."""
-    items = iter(described)
-
-    def take():
-        entry = next(items)
-        if entry["kind"] == "tensor":
-            if entry.get("type") != "torch.Tensor":
-                raise ValueError(f"expected a plain torch.Tensor, got {entry.get('type')}")
-            if entry["key"] not in arrays:
-                raise ValueError("a returned tensor is missing from the results")
-            return torch.from_numpy(arrays[entry["key"]])
-        if entry["kind"] == "sequence":
-            return tuple(take() for _ in range(int(entry["length"])))
-        if entry["kind"] == "scalar":
-            return entry["value"]
-        raise ValueError(f"expected tensors, got {entry.get('type')}")
-
-    try:
-        return take(), ""
-    except (StopIteration, KeyError, ValueError, TypeError) as problem:
-        return None, str(problem) or "the result could not be read"
+def shortcut_names(operators: tuple[str, ...]) -> str:
+    """Operators of the family, as the student knows them."""
+    names = []
+    for op in operators:
+        if "log_softmax" in op:
+            name = "log_softmax (torch.log_softmax, F.log_softmax, Tensor.log_softmax or a relative)"
+        elif "softmax" in op or "softmin" in op:
+            name = "softmax (torch.softmax, F.softmax, Tensor.softmax, nn.Softmax or a relative)"
+        elif "cosine" in op:
+            name = "cosine similarity (F.cosine_similarity or a relative)"
+        elif re.search(r"multi_head|transformer", op):
+            name = "nn.MultiheadAttention (or a relative)"
+        else:
+            name = "F.scaled_dot_product_attention (or a relative)"
+        if name not in names:
+            names.append(name)
+    return "; ".join(names) + f" [{', '.join(sorted(set(operators)))[:200]}]"
 
 
-def judge_case(check: Check, case: Case, case_id: str, out: Path, static_forbidden: set[str]) -> CaseVerdict:
+def judge_case(check: Check, case: Case, outcome: Outcome | None) -> CaseVerdict:
     verdict = CaseVerdict(label=case.label, passed=False, hidden=case.hidden)
-    record = _load_json(out / f"{case_id}.json")
-    arrays = _load_arrays(out / f"{case_id}.npz")
-    if record is None or arrays is None:
+    if outcome is None:
         verdict.reason = "no result: the notebook stopped (crashed, exited or ran out of time) before this call finished"
         return verdict
-    if record.get("status") == "timeout":
-        verdict.reason = f"the call did not finish: {record.get('error')}"
+    if outcome.forbidden:
+        verdict.reason = FORBIDDEN_REASON + shortcut_names(outcome.forbidden) + ": write this step yourself"
         return verdict
-    if record.get("status") != "ok":
-        verdict.reason = f"the call raised {record.get('error')}"
+    if outcome.status == "timeout":
+        verdict.reason = f"the call did not finish: {outcome.error}"
         return verdict
-    forbidden = sorted(set(record.get("forbidden") or []) | static_forbidden)
-    if forbidden:
-        verdict.reason = FORBIDDEN_REASON + ", ".join(forbidden)
+    if outcome.status != "ok":
+        verdict.reason = f"the call raised {outcome.error}"
         return verdict
-    got, reason = _rebuild(record.get("returned") or [], arrays)
-    if reason:
-        verdict.reason = reason
+    try:
+        got = rebuild(outcome.returned)
+    except ValueError as problem:
+        verdict.reason = str(problem)
         return verdict
     for position, arg in enumerate(case.args):
         if isinstance(arg, torch.Tensor):
-            after = arrays.get(f"after.arg{position}")
-            if after is None or not torch.equal(torch.from_numpy(after), arg):
+            try:
+                after = rebuild(outcome.after[position]) if position < len(outcome.after) else None
+            except ValueError:
+                after = None
+            if not isinstance(after, torch.Tensor) or after.shape != arg.shape or not torch.equal(after, arg.to(after.dtype)):
                 verdict.reason = f"argument {position} was modified in place; a graded function must not change its inputs"
                 return verdict
-    verdict.reason = (check.compare or compare)(got, reference_output(check, case), case)
+    comparison = check.compare or compare
+    expected = reference_output(check, case)
+    if len(inspect.signature(comparison).parameters) >= 4:
+        verdict.reason = comparison(got, expected, case, outcome.extra)
+    else:
+        verdict.reason = comparison(got, expected, case)
     verdict.passed = not verdict.reason
     return verdict

@@ -1,24 +1,28 @@
 """Checks of the assignment ``seq2seq-attention`` (chapters 5–6): an attention decoder, trained.
 
-Four test cells:
+Four test cells, each judging one part:
 
 - ``masked_softmax(scores (B, S), lengths (B,))``, called directly;
-- ``AdditiveAttention``, through the notebook's ``additive_attention_with``: a call of ``masked_softmax``
-  with the right scores and lengths gets the correct weights, so a bug in ``masked_softmax`` costs
-  only its own test;
-- one step of ``AttentionDecoder``, through ``decoder_step_with``: a call of the decoder's attention
-  with exactly H_{i-1} (the previous hidden state), the encoder states and the lengths gets the correct
-  context and weights; any other query (H_i, say) goes to the student's own attention and the step
-  comes out wrong. So this test judges the step itself, and a decoder that attends with H_i fails it
-  and nothing else;
-- ``translate(sentences) -> list[str]`` after the notebook has trained its model: exact-match
-  accuracy of at least :data:`ACCURACY_THRESHOLD` on the 200 validation pairs of the shipped corpus
-  and on 200 new sentences drawn from the grammar at grading time (with a seed from the grading
-  run's generator), none of them in the shipped file.
+- ``AdditiveAttention``, built with given weights and called: a call of ``masked_softmax`` with the
+  right scores (to rounding) and lengths gets the correct weights, so a bug in ``masked_softmax``
+  costs only its own test;
+- one step of ``AttentionDecoder``, built with given weights, whose ``attention`` is replaced by a
+  stand-in that answers a call with exactly H_{i-1} (the previous hidden state), the encoder states
+  and the lengths with the correct context and weights; any other query (H_i, say) goes to the
+  student's own attention and the step comes out wrong. So this test judges the step itself, and a
+  decoder that attends with H_i fails it and nothing else;
+- ``translate(model, sentences) -> list[str]`` (phase ``open``: the student's model may use anything):
+  with the notebook's trained ``model``, exact-match accuracy of at least :data:`ACCURACY_THRESHOLD`
+  on the 200 validation pairs of the shipped corpus and on 200 new sentences drawn from the grammar
+  with the course seed; the translations must be what that model predicts (fed back teacher-forced,
+  every next word is the model's argmax) and the model must be the notebook's, with its
+  ``AttentionDecoder`` and ``AdditiveAttention``. With a stand-in model of the grader's
+  (``standin.Translator``, random weights), the output must be exactly its greedy decoding. So
+  translations from anywhere but the student's own model earn nothing.
 
 The references are the course's own: ``attention.AdditiveScore``, ``attention.masked_softmax`` and
 ``seq2seq.AttentionDecoder.step`` (the notebook's decoder has the same layers, its ``attention`` being the
-reference's ``score``), and the grammar of ``corpus`` for the translations.
+reference's ``score``), the grammar of ``corpus`` for the translations, and ``standin.greedy``.
 """
 
 from __future__ import annotations
@@ -29,14 +33,17 @@ import torch
 
 from attention_course import attention
 from attention_course.corpus import generate_pairs
-from attention_course.grading.cases import Case, Check
+from attention_course.grading import standin
+from attention_course.grading.cases import Case, Check, NotebookName, StandIn, StandInTranslator
 from attention_course.grading.checks._draw import describe, integer, normal
 from attention_course.grading.exercise_data import SEQ2SEQ_MAX_CLAUSES, seq2seq_corpus
 from attention_course.seq2seq import AttentionDecoder, EncoderOutput
 
 ASSIGNMENT = "seq2seq-attention"
 ACCURACY_THRESHOLD = 0.9
+CONSISTENCY_THRESHOLD = 0.99  # share of translations that the model itself predicts, word by word
 NEW_SENTENCES = 200
+STAND_IN_SENTENCES = 60
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,16 +72,16 @@ def _masked_softmax_reference(case: Case):
 
 
 def _additive_reference(case: Case):
-    query, keys, lengths, W_q, W_k, w_v, _scores, _weights = case.args
-    _, weights, context = _additive(query, keys, lengths, W_q, W_k, w_v)
+    query, keys, lengths = case.args
+    _, weights, context = _additive(query, keys, lengths, case.state["W_q.weight"], case.state["W_k.weight"],
+                                    case.state["w_v.weight"])
     return context, weights
 
 
 def _step_reference(case: Case):
-    sizes, names, weights, previous_tokens, previous_hidden, encoder_states, source_lengths, _, _ = case.args
-    vocab_size, embed_dim, hidden_dim, context_dim, attention_dim = sizes
-    decoder = AttentionDecoder(vocab_size, embed_dim, hidden_dim, context_dim, attention_dim).to(weights[0].dtype)
-    state = {name.replace("attention.", "score.", 1): tensor for name, tensor in zip(names, weights)}
+    previous_tokens, previous_hidden, encoder_states, source_lengths = case.args
+    decoder = AttentionDecoder(*case.construct.values()).to(previous_hidden.dtype)
+    state = {name.replace("attention.", "score.", 1): tensor for name, tensor in case.state.items()}
     missing, unexpected = decoder.load_state_dict(state, strict=False)
     assert not unexpected and all(key.startswith("init_state.") for key in missing), (missing, unexpected)
     encoded = EncoderOutput(encoder_states, encoder_states[:, 0], source_lengths)  # ``final`` is not used by a step
@@ -83,7 +90,8 @@ def _step_reference(case: Case):
 
 @dataclass(frozen=True)
 class TranslationCase(Case):
-    """A call of ``translate``, with the grammar's translations of its sentences (never sent to the sandbox)."""
+    """A call of ``translate``, with the translations it must give (never sent to the sandbox): the grammar's,
+    for the notebook's model, or the stand-in model's greedy decoding, for the grader's."""
 
     references: tuple[str, ...] = ()
 
@@ -92,21 +100,61 @@ def _translation_reference(case: Case):
     return case.references
 
 
-def _accuracy(got, expected: tuple[str, ...], case: Case) -> str:
-    """Exact match, sentence by sentence (runs of spaces count as one): at least ACCURACY_THRESHOLD."""
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _translation_verdict(got, expected: tuple[str, ...], case: Case, extra: tuple = ()) -> str:
+    """Accuracy and consistency with the notebook's model, or exact greedy decoding of the grader's."""
     if not isinstance(got, (list, tuple)) or not all(isinstance(text, str) for text in got):
         return f"translate should return a list of strings (one translation per sentence), got {type(got).__name__}"
     if len(got) != len(expected):
         return f"translate should return one translation per sentence: {len(expected)} sentences in, {len(got)} out"
-    right = [" ".join(text.split()) == reference for text, reference in zip(got, expected)]
+    sentences = case.args[1]
+    right = [_words(text) == reference for text, reference in zip(got, expected)]
+    if isinstance(case.args[0], StandInTranslator):
+        if all(right):
+            return ""
+        miss = right.index(False)
+        return (f"with a model of the grader's (random weights), {len(right) - sum(right)} of {len(right)} translations "
+                f"are not its greedy decoding: e.g. '{sentences[miss]}' should give '{expected[miss]}', got "
+                f"'{got[miss]}'. Decode the model you are given: feed back its argmax at each step, stop at EOS "
+                "or after 2 S + 2 steps")
     accuracy = sum(right) / len(right)
-    if accuracy >= ACCURACY_THRESHOLD:
-        return ""
-    sentences = case.args[0]
-    miss = right.index(False)
-    return (f"exact-match accuracy {accuracy:.3f} ({sum(right)} of {len(right)} sentences), below the "
-            f"{ACCURACY_THRESHOLD:g} needed; e.g. '{sentences[miss]}' should be '{expected[miss]}', "
-            f"got '{got[miss]}'")
+    if accuracy < ACCURACY_THRESHOLD:
+        miss = right.index(False)
+        return (f"exact-match accuracy {accuracy:.3f} ({sum(right)} of {len(right)} sentences), below the "
+                f"{ACCURACY_THRESHOLD:g} needed; e.g. '{sentences[miss]}' should be '{expected[miss]}', "
+                f"got '{got[miss]}'")
+    return _consistency_problem(got, extra)
+
+
+def _consistency_problem(got, extra: tuple) -> str:
+    """"" when the notebook's model, fed its own translations, predicts each of their words and then EOS."""
+    if not extra or extra[0] != "predicted":
+        if extra and extra[0] == "unknown words":
+            return "translate returned words that are not in the Chinese vocabulary (target_words)"
+        return "the grader could not feed the translations back through model (see the notebook's Seq2Seq)"
+    _, predicted, worst_sum, worst_padding, own_decoder, own_attention = extra
+    if not own_decoder or not own_attention:
+        return ("model.decoder must be your AttentionDecoder, with your AdditiveAttention as its attention: "
+                "the translations must come from your own model")
+    if worst_sum > 1e-3 or worst_padding > 1e-6:
+        return ("the weights model.decoder returns are not a distribution over each sentence's real words "
+                f"(sums off by up to {worst_sum:.3g}, up to {worst_padding:.3g} on padding)")
+    eos = standin.EOS
+    consistent = 0
+    for text, steps in zip(got, predicted):
+        consistent += list(steps) == [*_target_ids(text), eos]
+    if consistent < CONSISTENCY_THRESHOLD * len(got):
+        return (f"only {consistent} of {len(got)} translations are what model predicts when fed them word by word: "
+                "translate must decode model greedily (its argmax at each step), not produce words another way")
+    return ""
+
+
+def _target_ids(text: str) -> list[int]:
+    vocab = {word: i for i, word in enumerate(seq2seq_corpus().target_vocab.tokens)}
+    return [vocab.get(word, -1) for word in text.split()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,8 +211,12 @@ def _with_garbage(g: torch.Generator, states: torch.Tensor, lengths: torch.Tenso
 
 def _additive_case(label: str, query, keys, lengths, W_q, W_k, w_v, hidden: bool = True) -> Case:
     scores, weights, _ = _additive(query, keys, lengths, W_q, W_k, w_v)
-    return Case("test-additive-attention", label, "additive_attention_with",
-                (query, keys, lengths, W_q, W_k, w_v, scores, weights), hidden=hidden)
+    hidden_dim, query_dim = W_q.shape
+    stand_in = StandIn("global", "masked_softmax", ("scores", "lengths"), (),
+                       (("close", scores, 1e-4, 1e-5), ("equal", lengths)), weights)
+    return Case("test-additive-attention", label, "AdditiveAttention", (query, keys, lengths),
+                construct={"query_dim": query_dim, "key_dim": W_k.shape[1], "hidden_dim": hidden_dim},
+                state={"W_q.weight": W_q, "W_k.weight": W_k, "w_v.weight": w_v}, stand_ins=(stand_in,), hidden=hidden)
 
 
 def additive_attention_cases(g: torch.Generator) -> list[Case]:
@@ -209,19 +261,23 @@ def _step_case(g: torch.Generator, dtype, label: str, hidden: bool = True, sizes
         "output.weight": (vocab_size, hidden_dim + context_dim + embed_dim),
         "output.bias": (vocab_size,),
     }
-    weights = [normal(g, *shapes[name], dtype=dtype, scale=0.7) for name in STEP_WEIGHT_NAMES]
+    weights = {name: normal(g, *shapes[name], dtype=dtype, scale=0.7) for name in STEP_WEIGHT_NAMES}
     previous_tokens = torch.randint(0, vocab_size, (batch,), generator=g)
     previous_hidden = normal(g, batch, hidden_dim, dtype=dtype)
     lengths = _lengths(g, batch, size)
     states = _with_garbage(g, normal(g, batch, size, context_dim, dtype=dtype), lengths)
-    _, correct_weights, correct_context = _additive(previous_hidden, states, lengths, *weights[1:4])
-    sizes = [vocab_size, embed_dim, hidden_dim, context_dim, attention_dim]
+    _, correct_weights, correct_context = _additive(previous_hidden, states, lengths, weights["attention.W_q.weight"],
+                                                    weights["attention.W_k.weight"], weights["attention.w_v.weight"])
     label = (f"{label}: {str(dtype).removeprefix('torch.')}, B={batch}, S={size}, lengths {lengths.tolist()}, "
              f"vocab_size={vocab_size}, embed_dim={embed_dim}, hidden_dim={hidden_dim}, context_dim={context_dim}, "
              f"attention_dim={attention_dim}")
-    return Case("test-decoder-step", label, "decoder_step_with",
-                (sizes, list(STEP_WEIGHT_NAMES), weights, previous_tokens, previous_hidden, states, lengths,
-                 correct_context, correct_weights), hidden=hidden)
+    stand_in = StandIn("attribute", "attention", ("query", "keys", "lengths"), (),
+                       (("equal", previous_hidden), ("equal", states), ("equal", lengths)),
+                       (correct_context, correct_weights))
+    construct = {"vocab_size": vocab_size, "embed_dim": embed_dim, "hidden_dim": hidden_dim,
+                 "context_dim": context_dim, "attention_dim": attention_dim}
+    return Case("test-decoder-step", label, "AttentionDecoder", (previous_tokens, previous_hidden, states, lengths),
+                construct=construct, state=weights, stand_ins=(stand_in,), hidden=hidden)
 
 
 def decoder_step_cases(g: torch.Generator) -> list[Case]:
@@ -236,18 +292,41 @@ def _known_sources() -> set[str]:
     return {pair.source_text for pair in corpus.train_pairs + corpus.held_out_pairs}
 
 
+def _greedy_translations(seed: int, sentences: list[str]) -> tuple[str, ...]:
+    """What the grader's stand-in model translates ``sentences`` to, decoded greedily as the task says."""
+    corpus = seq2seq_corpus()
+    source_ids = {word: i for i, word in enumerate(corpus.source_vocab.tokens)}
+    encoded = [[source_ids.get(word, 3) for word in sentence.split()] for sentence in sentences]
+    lengths = torch.tensor([len(ids) for ids in encoded])
+    source = torch.zeros(len(encoded), int(lengths.max()), dtype=torch.long)
+    for row, ids in enumerate(encoded):
+        source[row, : len(ids)] = torch.tensor(ids)
+    model = standin.Translator(seed, len(corpus.source_vocab.tokens), len(corpus.target_vocab.tokens))
+    words = corpus.target_vocab.tokens
+    return tuple(" ".join(words[i] for i in row) for row in standin.greedy(model, source, lengths))
+
+
 def translate_cases(g: torch.Generator) -> list[Case]:
-    validation = seq2seq_corpus().held_out_pairs
+    corpus = seq2seq_corpus()
+    validation = corpus.held_out_pairs
     seed = integer(g, 0, 2**31 - 1)
     known = _known_sources()
     new = [pair for pair in generate_pairs(2 * NEW_SENTENCES, seed=seed, max_clauses=SEQ2SEQ_MAX_CLAUSES)
            if pair.source_text not in known][:NEW_SENTENCES]
+    vocabularies = (tuple(corpus.source_vocab.tokens), tuple(corpus.target_vocab.tokens))
+    model_seed = integer(g, 0, 2**31 - 1)
+    stand_in_sentences = [pair.source_text for pair in new[:STAND_IN_SENTENCES]]
+    translator = StandInTranslator(model_seed, len(vocabularies[0]), len(vocabularies[1]))
     return [
-        TranslationCase("test-translate", f"the {len(validation)} validation pairs of toy_corpus.json", "translate",
-                        ([pair.source_text for pair in validation],), hidden=False,
-                        references=tuple(pair.target_text for pair in validation)),
-        TranslationCase("test-translate", f"{len(new)} new sentences from the grammar (seed {seed})", "translate",
-                        ([pair.source_text for pair in new],), references=tuple(pair.target_text for pair in new)),
+        TranslationCase("test-translate", f"model, the {len(validation)} validation pairs of toy_corpus.json", "translate",
+                        (NotebookName("model"), [pair.source_text for pair in validation]), hidden=False,
+                        consistency=vocabularies, references=tuple(pair.target_text for pair in validation)),
+        TranslationCase("test-translate", f"model, {len(new)} new sentences from the grammar (seed {seed})", "translate",
+                        (NotebookName("model"), [pair.source_text for pair in new]), consistency=vocabularies,
+                        references=tuple(pair.target_text for pair in new)),
+        TranslationCase("test-translate", f"a model of the grader's with random weights (seed {model_seed}), "
+                        f"{len(stand_in_sentences)} sentences", "translate", (translator, stand_in_sentences),
+                        references=_greedy_translations(model_seed, stand_in_sentences)),
     ]
 
 
@@ -260,6 +339,7 @@ CHECKS = [
     Check("test-decoder-step", 4, "one decoder step attends with H_{i-1} (the previous hidden state), feeds "
           "[embedding; C_i] to the GRU cell and reads the logits from [H_i; C_i; embedding]",
           decoder_step_cases, _step_reference),
-    Check("test-translate", 6, f"translate, with the trained model, gets at least {ACCURACY_THRESHOLD:.0%} of "
-          "sentences exactly right", translate_cases, _translation_reference, compare=_accuracy),
+    Check("test-translate", 6, f"translate decodes the model it is given greedily, and with your trained model gets "
+          f"at least {ACCURACY_THRESHOLD:.0%} of sentences exactly right", translate_cases, _translation_reference,
+          compare=_translation_verdict, phase="open"),
 ]

@@ -1,12 +1,15 @@
 """Checks of the assignment ``three-stages`` (chapter 4): four scores, the masked softmax, attention.
 
-``attention`` is graded through ``attention_with``, which the notebook's locked setup cell defines:
-it calls the student's ``attention`` with one of two given score functions (copied below as
-:data:`GIVEN_SCORES`) and, in place of the student's ``masked_softmax``, a stand-in that answers
-with the correct weights (carried in the case) when it is asked for exactly this call's scores and
-valid lengths. So a bug in a score function or in ``masked_softmax`` costs the points of that
-function's own test, and the attention test judges what ``attention`` itself does: call
-``score_fn(queries, keys)``, pass ``valid_lens`` on, and take the weighted sum of the values.
+``attention`` is graded as the notebook's ``attention_with`` describes: called with one of the two
+score functions the setup cell gives (copied below as :data:`GIVEN_SCORES`; the notebook's own,
+re-installed from the release, is what the call receives) and, in place of the student's
+``masked_softmax``, a stand-in that answers with the correct weights when it is asked for exactly
+this call's scores and valid lengths. So a bug in a score function or in ``masked_softmax`` costs
+the points of that function's own test, and the attention test judges what ``attention`` itself
+does: call ``score_fn(queries, keys)``, pass ``valid_lens`` on, and take the weighted sum of the values.
+
+Hidden cases always have a number of queries different from the number of keys, so that a
+transposed result has the wrong shape.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from attention_course import attention
-from attention_course.grading.cases import Case, Check
+from attention_course.grading.cases import Case, Check, NotebookName, StandIn
 from attention_course.grading.checks._draw import describe, integer, normal
 
 ASSIGNMENT = "three-stages"
@@ -66,8 +69,8 @@ def _additive_reference(case: Case):
 
 
 def _attention_reference(case: Case):
-    score_name, queries, keys, values, valid_lens, _weights = case.args
-    return attention.attention(queries, keys, values, GIVEN_SCORES[score_name], valid_lens)
+    queries, keys, values, score_fn, valid_lens = case.args
+    return attention.attention(queries, keys, values, GIVEN_SCORES[score_fn.name.removesuffix("_score")], valid_lens)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,8 +78,10 @@ def _attention_reference(case: Case):
 
 
 def _sizes(g: torch.Generator) -> tuple[int, int, int]:
-    """B, Q, K; Q and K drawn separately, so a transposed result has the wrong shape more often than not."""
-    return integer(g, 1, 3), integer(g, 1, 5), integer(g, 1, 6)
+    """B, Q, K with Q != K, so that a transposed result has the wrong shape."""
+    num_queries = integer(g, 1, 5)
+    num_keys = integer(g, 1, 5)
+    return integer(g, 1, 3), num_queries, num_keys + (num_keys >= num_queries)
 
 
 def _queries_keys(g: torch.Generator, dtype, d_low: int = 1, d_high: int = 8, scale: float = 1.0):
@@ -262,8 +267,13 @@ def masked_softmax_cases(g: torch.Generator) -> list[Case]:
 
 
 def _attention_case(label: str, score_name: str, queries, keys, values, valid_lens, hidden: bool = True) -> Case:
-    weights = attention.masked_softmax(GIVEN_SCORES[score_name](queries, keys), valid_lens)
-    return Case("test-attention", label, "attention_with", (score_name, queries, keys, values, valid_lens, weights),
+    scores = GIVEN_SCORES[score_name](queries, keys)
+    weights = attention.masked_softmax(scores, valid_lens)
+    lengths = ("none",) if valid_lens is None else ("equal", valid_lens)
+    stand_in = StandIn("global", "masked_softmax", ("scores", "valid_lens"), (("valid_lens", None),),
+                       (("close", scores, 1e-5, 1e-7), lengths), weights)
+    return Case("test-attention", label, "attention",
+                (queries, keys, values, NotebookName(f"{score_name}_score"), valid_lens), stand_ins=(stand_in,),
                 hidden=hidden)
 
 
