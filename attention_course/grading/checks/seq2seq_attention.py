@@ -139,9 +139,7 @@ def _consistency_problem(got, extra: tuple) -> str:
     if not own_decoder or not own_attention:
         return ("model.decoder must be your AttentionDecoder, with your AdditiveAttention as its attention: "
                 "the translations must come from your own model")
-    if worst_sum > 1e-3 or worst_padding > 1e-6:
-        return ("the weights model.decoder returns are not a distribution over each sentence's real words "
-                f"(sums off by up to {worst_sum:.3g}, up to {worst_padding:.3g} on padding)")
+    # (The attention weights are not judged here: a masking bug costs AdditiveAttention's points, once.)
     eos = standin.EOS
     consistent = 0
     for text, steps in zip(got, predicted):
