@@ -1,0 +1,239 @@
+"""A grade is a pure function of the submission, the release and the course seed.
+
+- The hidden cases are stratified: for every seed, each canonical bug fails its own check and the
+  solution passes every check (judged in this process, with the grader's own runner code).
+- The seed is drawn once per assignment, stored in the course, and redrawn only on request.
+- The same batch graded with --jobs 1, with --jobs 4 next to a CPU hog on this 2-core machine, and
+  again: the same scores, the same flags, the same messages, the same gradebook.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from nbgrader.api import Gradebook
+
+import in_process
+from attention_course.grading.course import Course
+from attention_course.grading.grade import NotebookResult, plan_cases
+from attention_course.grading.checks import checks_for
+from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
+from grading_support import filled, submit
+
+SEEDS = range(20)
+
+# (assignment, answer cell, buggy source, the check it must fail)
+CANONICAL_BUGS = {
+    "softmax along dim 0 whatever dim says": ("soft-hard", "softmax", '''
+def softmax(scores, dim=-1):
+    e = (scores - scores.amax(dim=0, keepdim=True)).exp()
+    return e / e.sum(dim=0, keepdim=True)
+''', "test-softmax"),
+    "softmax along the last dim whatever dim says": ("soft-hard", "softmax", '''
+def softmax(scores, dim=-1):
+    e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+''', "test-softmax"),
+    "softmax without subtracting the largest score": ("soft-hard", "softmax", '''
+def softmax(scores, dim=-1):
+    e = scores.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+''', "test-softmax"),
+    "soft attention normalised over the wrong axis": ("soft-hard", "soft_attention", '''
+def soft_attention(scores, values, temperature=1.0):
+    w = softmax(scores / temperature, dim=0)
+    return (w.unsqueeze(-1) * values).sum(-2), w
+''', "test-soft-attention"),
+    "soft attention without the temperature": ("soft-hard", "soft_attention", '''
+def soft_attention(scores, values, temperature=1.0):
+    w = softmax(scores, dim=-1)
+    return (w.unsqueeze(-1) * values).sum(-2), w
+''', "test-soft-attention"),
+    "hard attention with float32 weights for any scores": ("soft-hard", "hard_attention", '''
+def hard_attention(scores, values):
+    w = F.one_hot(scores.argmax(-1), scores.shape[-1]).float()
+    return (w.unsqueeze(-1) * values).sum(-2), w
+''', "test-hard-attention"),
+    "hard attention picking the last of tied keys": ("soft-hard", "hard_attention", '''
+def hard_attention(scores, values):
+    k = scores.shape[-1] - 1 - scores.flip(-1).argmax(-1)
+    w = F.one_hot(k, scores.shape[-1]).to(scores.dtype)
+    return (w.unsqueeze(-1) * values).sum(-2), w
+''', "test-hard-attention"),
+    "dot scores transposed (B, K, Q)": ("three-stages", "dot_score", '''
+def dot_score(queries, keys):
+    return torch.bmm(keys, queries.transpose(1, 2))
+''', "test-dot-score"),
+    "scaled by d instead of its square root": ("three-stages", "scaled_dot_score", '''
+def scaled_dot_score(queries, keys):
+    return dot_score(queries, keys) / queries.shape[-1]
+''', "test-scaled-dot-score"),
+    "cosine of a zero vector is NaN": ("three-stages", "cosine_score", '''
+def cosine_score(queries, keys, eps=1e-8):
+    return dot_score(queries, keys) / (queries.norm(dim=-1)[:, :, None] * keys.norm(dim=-1)[:, None, :])
+''', "test-cosine-score"),
+    "masking the weights after the softmax": ("three-stages", "masked_softmax", '''
+def masked_softmax(scores, valid_lens=None):
+    e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+    w = e / e.sum(dim=-1, keepdim=True)
+    if valid_lens is None:
+        return w
+    lengths = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]
+    return w * (torch.arange(scores.shape[-1]) < lengths[..., None])
+''', "test-masked-softmax"),
+    "attention forgetting valid_lens": ("three-stages", "attention", '''
+def attention(queries, keys, values, score_fn, valid_lens=None):
+    weights = masked_softmax(score_fn(queries, keys))
+    return torch.bmm(weights, values), weights
+''', "test-attention"),
+    "masked softmax ignoring the lengths": ("seq2seq-attention", "masked_softmax", '''
+def masked_softmax(scores, lengths):
+    e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+''', "test-masked-softmax"),
+}
+
+
+@pytest.mark.parametrize("assignment", ["soft-hard", "three-stages"])
+def test_the_solution_passes_every_check_for_every_seed(assignment):
+    namespace = in_process.run_notebook(assignment, {})
+    full = {g: c.points for g, c in checks_for(assignment).items()}
+    for seed in SEEDS:
+        verdicts = in_process.judge(assignment, namespace, seed)
+        assert in_process.points(verdicts) == full, (seed, {g: v.message() for g, v in verdicts.items() if not v.passed})
+
+
+@pytest.mark.parametrize("bug", sorted(CANONICAL_BUGS))
+def test_each_canonical_bug_fails_its_check_for_every_seed(bug, one_torch_thread):
+    assignment, cell, source, grade_id = CANONICAL_BUGS[bug]
+    answers = {cell: source}
+    if assignment == "seq2seq-attention":
+        answers.update(train="", translate="")  # no training: the check needs none
+    namespace = in_process.run_notebook(assignment, answers)
+    for seed in SEEDS:
+        verdict = in_process.judge(assignment, namespace, seed, grade_ids={grade_id})[grade_id]
+        assert not verdict.passed, f"seed {seed}: {bug} passes {grade_id}"
+        hidden_failures = [case for case in verdict.cases if case.hidden and not case.passed]
+        assert hidden_failures, f"seed {seed}: only the visible cases catch {bug}"
+
+
+def test_the_cases_depend_on_the_seed_and_the_grade_id_only():
+    checks = checks_for("three-stages")
+    one = plan_cases(checks, 7)
+    again = plan_cases(checks, 7)
+    only_attention = plan_cases({"test-attention": checks["test-attention"]}, 7)
+    other = plan_cases(checks, 8)
+    labels = lambda planned, grade_id: [case.label for _, check, case in planned if check.grade_id == grade_id]
+    assert labels(one, "test-attention") == labels(again, "test-attention") == labels(only_attention, "test-attention")
+    assert labels(one, "test-attention") != labels(other, "test-attention")
+
+
+def test_the_course_seed_is_drawn_once_stored_and_redrawn_only_on_request(tmp_path):
+    course = Course(tmp_path / "course")
+    course.generate("soft-hard")  # the release draws it
+    stored = json.loads(course.seeds_path.read_text())["soft-hard"]
+    assert course.seed("soft-hard") == stored == Course(tmp_path / "course").seed("soft-hard")
+    course.generate("soft-hard")  # a new release keeps it
+    assert course.seed("soft-hard") == stored
+    assert course.seed("soft-hard", reseed=True) != stored
+    assert json.loads(course.seeds_path.read_text())["soft-hard"] == course.seed("soft-hard")
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end: the same batch, three ways.
+
+SOFT_HARD = {
+    "correct": {},
+    "softmax-dim-0": {"softmax": CANONICAL_BUGS["softmax along dim 0 whatever dim says"][2]},
+    "uses-torch-softmax": {"softmax": "def softmax(scores, dim=-1):\n    return torch.softmax(scores, dim)"},
+    "no-max-subtraction": {"softmax": CANONICAL_BUGS["softmax without subtracting the largest score"][2]},
+    "hard-float32": {"hard_attention": CANONICAL_BUGS["hard attention with float32 weights for any scores"][2]},
+}
+SEQ2SEQ = {
+    "correct": {},
+    "barely-trained": {"train": "torch.manual_seed(0)\nencoder = Encoder(len(source_words), 32, 64)\n"
+                                "decoder = AttentionDecoder(len(target_words), 32, 64, 64, 64)\n"
+                                "model = Seq2Seq(encoder, decoder)\ntrain(model, max_steps=25)"},
+}
+
+
+def _solution_answers(assignment: str) -> dict[str, str]:
+    cells = in_process.solution_cells(assignment)
+    notebook = in_process.solution_notebook(assignment)
+    return {cell.metadata["nbgrader"]["grade_id"]: cells[cell.metadata["nbgrader"]["grade_id"]]
+            for cell in notebook.cells if (cell.metadata.get("nbgrader") or {}).get("solution")}
+
+
+def _state(course: Course, assignment: str, summaries) -> dict:
+    state = {}
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        for summary in summaries:
+            result = NotebookResult.load(results_path(course.results_dir, assignment, summary.student, assignment))
+            flags = [f for f in summary.flags if "unchanged since its last grade" not in f]
+            state[summary.student] = (summary.score, flags, {g: c["message"] for g, c in result.checks.items()},
+                                      gradebook.find_submission(assignment, summary.student).score)
+    return state
+
+
+@pytest.fixture(scope="module")
+def batches(tmp_path_factory):
+    graded = {}
+    for assignment, samples in (("soft-hard", SOFT_HARD), ("seq2seq-attention", SEQ2SEQ)):
+        course = Course(tmp_path_factory.mktemp(assignment) / "course")
+        course.generate(assignment)
+        released = course.released(assignment, assignment)
+        base = _solution_answers(assignment)
+        for student, changes in samples.items():
+            submit(course.root, student, assignment, assignment, filled(released, {**base, **changes}))
+        sequential = _state(course, assignment, course.grade(assignment, jobs=1, progress=False))
+        # Two processes that keep both cores busy, and more grading jobs than cores.
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        try:
+            crowded = _state(course, assignment, course.grade(assignment, jobs=4, progress=False, force=True))
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
+        again = _state(course, assignment, course.grade(assignment, jobs=2, progress=False, force=True))
+        graded[assignment] = (sequential, crowded, again)
+    return graded
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ["soft-hard", "seq2seq-attention"])
+def test_jobs_load_and_repetition_change_nothing(batches, assignment):
+    sequential, crowded, again = batches[assignment]
+    assert crowded == sequential
+    assert again == sequential
+
+
+@pytest.mark.slow
+def test_the_batch_grades_what_each_sample_deserves(batches):
+    soft_hard, _, _ = batches["soft-hard"]
+    assert {student: score for student, (score, *_rest) in soft_hard.items()} == {
+        "correct": 10, "softmax-dim-0": 6, "uses-torch-softmax": 6, "no-max-subtraction": 6, "hard-float32": 7}
+    seq2seq, _, _ = batches["seq2seq-attention"]
+    assert {student: score for student, (score, *_rest) in seq2seq.items()} == {"correct": 15, "barely-trained": 9}
+    assert any("step budget" in flag for flag in seq2seq["barely-trained"][1])
+
+
+@pytest.mark.slow
+def test_an_unchanged_submission_is_not_graded_again_unless_forced(tmp_path):
+    course = Course(tmp_path / "course")
+    course.generate("soft-hard")
+    submit(course.root, "student", "soft-hard", "soft-hard",
+           filled(course.released("soft-hard", "soft-hard"), _solution_answers("soft-hard")))
+    [first] = course.grade("soft-hard", jobs=1, progress=False)
+    path = results_path(course.results_dir, "soft-hard", "student", "soft-hard")
+    stamp = path.stat().st_mtime_ns
+    [second] = course.grade("soft-hard", jobs=1, progress=False)
+    assert path.stat().st_mtime_ns == stamp and second.score == first.score == 10
+    assert any("unchanged since its last grade" in flag for flag in second.flags)
+    [forced] = course.grade("soft-hard", jobs=1, progress=False, force=True)
+    assert path.stat().st_mtime_ns != stamp and forced.score == 10
+    assert not any("unchanged" in flag for flag in forced.flags)
