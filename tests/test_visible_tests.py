@@ -1,0 +1,114 @@
+"""The visible tests a student runs catch the canonical bugs, say what to fix, and never crash on NaN.
+
+Each test runs a released notebook's setup cell, the solution with one bug, and the visible part of
+one test cell (what the student has), in this process: the test cell must fail with an AssertionError
+whose message names the fix — never pass, never an IndexError from the test's own helper.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from attention_course.grading.submission import HIDDEN_TESTS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# name -> (assignment, answer cell, buggy source, test cell, a phrase the failure must contain)
+BUGS = {
+    "softmax along dim 0 whatever dim says": ("soft-hard", "softmax", '''
+def softmax(scores, dim=-1):
+    e = (scores - scores.amax(dim=0, keepdim=True)).exp()
+    return e / e.sum(dim=0, keepdim=True)
+''', "test-softmax", "normalise along the dim you are given"),
+    "softmax without subtracting the largest score (NaN)": ("soft-hard", "softmax", '''
+def softmax(scores, dim=-1):
+    e = scores.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+''', "test-softmax", "subtract the largest score"),
+    "soft attention normalised over the batch": ("soft-hard", "soft_attention", '''
+def soft_attention(scores, values, temperature=1.0):
+    w = softmax(scores / temperature, dim=0)
+    return (w.unsqueeze(-1) * values).sum(-2), w
+''', "test-soft-attention", "normalise the scores along dim=-1"),
+    "hard attention with float32 weights": ("soft-hard", "hard_attention", '''
+def hard_attention(scores, values):
+    w = F.one_hot(scores.argmax(-1), scores.shape[-1]).float()
+    return (w.unsqueeze(-1) * values).sum(-2), w
+''', "test-hard-attention", "float64 weights"),
+    "masked softmax without the max subtraction (NaN)": ("three-stages", "masked_softmax", '''
+def masked_softmax(scores, valid_lens=None):
+    if valid_lens is None:
+        e = scores.exp()
+        return e / e.sum(dim=-1, keepdim=True)
+    lengths = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]
+    keep = torch.arange(scores.shape[-1]) < lengths[..., None]
+    e = scores.masked_fill(~keep, -math.inf).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+''', "test-masked-softmax", "NaN"),
+    "seq2seq masked softmax without the max subtraction (NaN)": ("seq2seq-attention", "masked_softmax", '''
+def masked_softmax(scores, lengths):
+    keep = torch.arange(scores.shape[-1]) < lengths[:, None]
+    e = scores.masked_fill(~keep, float("-inf")).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+''', "test-masked-softmax", "subtract the largest score"),
+}
+
+
+def _cells(assignment: str):
+    return nbformat.read(ROOT / "exercises" / assignment / f"{assignment}.ipynb", as_version=4).cells
+
+
+def _solution(assignment: str) -> dict[str, str]:
+    notebook = nbformat.read(ROOT / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: re.sub(r"^\s*### (BEGIN|END) SOLUTION\n?", "", c.source, flags=re.M)
+            for c in notebook.cells if (c.metadata.get("nbgrader") or {}).get("solution")}
+
+
+def _run_visible_test(assignment: str, answers: dict[str, str], test_id: str) -> None:
+    """Setup, the answers up to the test cell, then the test cell as the student has it."""
+    namespace: dict = {}
+    threads = torch.get_num_threads()
+    cwd = os.getcwd()
+    os.chdir(ROOT / "exercises" / assignment)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            for cell in _cells(assignment):
+                meta = cell.metadata.get("nbgrader") or {}
+                if cell.cell_type != "code":
+                    continue
+                grade_id = meta.get("grade_id")
+                if grade_id == test_id:
+                    exec(compile(HIDDEN_TESTS.sub("", cell.source), test_id, "exec"), namespace)
+                    return
+                if meta.get("grade") and not meta.get("solution"):
+                    continue  # other test cells
+                if grade_id in ("train", "translate"):
+                    continue  # no test here needs the trained model
+                exec(compile(answers.get(grade_id, cell.source), grade_id or "cell", "exec"), namespace)
+    finally:
+        os.chdir(cwd)
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("assignment,test_id", [
+    ("soft-hard", "test-softmax"), ("soft-hard", "test-soft-attention"), ("soft-hard", "test-hard-attention"),
+    ("three-stages", "test-masked-softmax"), ("seq2seq-attention", "test-masked-softmax"),
+])
+def test_the_solution_passes_the_visible_tests(assignment, test_id):
+    _run_visible_test(assignment, _solution(assignment), test_id)
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_visible_tests_catch_the_canonical_bugs_and_say_what_to_fix(bug):
+    assignment, cell, source, test_id, phrase = BUGS[bug]
+    with pytest.raises(AssertionError) as failure:
+        _run_visible_test(assignment, {**_solution(assignment), cell: source}, test_id)
+    assert phrase in str(failure.value), str(failure.value)
