@@ -78,10 +78,11 @@ def judge(assignment: str, namespace: dict, seed: int, grade_ids: set[str] | Non
     runner._load_standin()
     verdicts = {g: CheckVerdict(g, c.points, c.what) for g, c in checks.items()}
     threads = torch.get_num_threads()
+    plan = runner._snapshot()  # run_case restores it after each call, as in the sandbox
     try:
         for case_id, check, case in plan_cases(checks, seed):
             [described] = marshal.loads(encode_cases([(case_id, case)]))
-            outcome = Outcome(*runner.run_case(described, namespace, helpers, [], 30.0))
+            outcome = Outcome(*runner.run_case(described, namespace, helpers, [], 30.0, plan))
             verdicts[check.grade_id].cases.append(judge_case(check, case, outcome))
     finally:
         torch.set_num_threads(threads)

@@ -178,10 +178,10 @@ def test_the_new_sentences_are_drawn_afresh_and_never_come_from_the_shipped_file
     assert drawn[0] != drawn[1]
 
 
-def _consistent(texts: list[str]) -> tuple:
-    """What the runner reports when the model predicts every word of ``texts`` and then EOS."""
+def _decoded(texts: list[str], own: bool = True) -> tuple:
+    """What the runner reports when its own greedy decoding of the notebook's model gives ``texts``."""
     vocabulary = {word: i for i, word in enumerate(seq2seq_corpus().target_vocab.tokens)}
-    return ("predicted", tuple(tuple([vocabulary[w] for w in text.split()] + [2]) for text in texts), 0.0, 0.0, True, True)
+    return ("decoded", tuple(tuple(vocabulary[w] for w in text.split()) for text in texts), own, True)
 
 
 def test_accuracy_passes_at_the_threshold_and_says_how_far_below_it_is():
@@ -189,24 +189,26 @@ def test_accuracy_passes_at_the_threshold_and_says_how_far_below_it_is():
     case = TranslationCase("test-translate", "ten", "translate", (NotebookName("model"), sentences), references=references)
     right = round(10 * ACCURACY_THRESHOLD)
     good = ["汤姆 追逐 杰瑞"] * right + ["汤姆"] * (10 - right)
-    assert translation_verdict(good, references, case, _consistent(good)) == ""
+    assert translation_verdict([" 汤姆  追逐 杰瑞"] * right + ["汤姆"] * (10 - right), references, case, _decoded(good)) == ""
     worse = ["汤姆 追逐 杰瑞"] * (right - 1) + ["汤姆"] * (11 - right)
-    below = translation_verdict(worse, references, case, _consistent(worse))
-    assert f"exact-match accuracy {(right - 1) / 10:.3f} ({right - 1} of 10 sentences)" in below
-    assert "'Tom chase Jerry' should be '汤姆 追逐 杰瑞', got '汤姆'" in below
+    below = translation_verdict(worse, references, case, _decoded(worse))
+    assert f"accuracy of your trained model {(right - 1) / 10:.3f} ({right - 1} of 10 sentences" in below
+    assert "'Tom chase Jerry' should be '汤姆 追逐 杰瑞', the model gives '汤姆'" in below
     assert "one translation per sentence" in translation_verdict(["汤姆 追逐 杰瑞"] * 9, references, case)
     assert "a list of strings" in translation_verdict((("汤姆", "追逐", "杰瑞"),) * 10, references, case)
 
 
-def test_right_translations_that_the_model_does_not_predict_earn_nothing():
-    # A rule book of the grammar gives every sentence right, but the notebook's model, fed those words back,
-    # predicts other ones: translate did not decode the model.
+def test_right_translations_that_are_not_the_models_earn_nothing():
+    # A rule book of the grammar gives every sentence right, but the grader's own decoding of the notebook's
+    # model (done before translate runs) gives other ones: translate did not decode the model.
     sentences, references = ["Tom chase Jerry"] * 10, ("汤姆 追逐 杰瑞",) * 10
     case = TranslationCase("test-translate", "ten", "translate", (NotebookName("model"), sentences), references=references)
-    model_says = _consistent(["汤姆 追逐 汤姆"] * 10)
-    assert "what model predicts" in translation_verdict(list(references), references, case, model_says)
-    not_own = (*_consistent(list(references))[:4], False, True)
-    assert "must be your AttentionDecoder" in translation_verdict(list(references), references, case, not_own)
+    untrained = _decoded(["汤姆 追逐 汤姆"] * 10)
+    assert "accuracy of your trained model 0.000" in translation_verdict(list(references), references, case, untrained)
+    trained = _decoded(list(references))
+    assert "not the greedy decoding of model in 10 of 10" in translation_verdict(["汤姆"] * 10, references, case, trained)
+    assert "must be your AttentionDecoder" in translation_verdict(
+        list(references), references, case, _decoded(list(references), own=False))
 
 
 @pytest.mark.slow

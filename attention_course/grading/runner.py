@@ -524,49 +524,59 @@ def _pop_modes() -> None:
         torch._C._pop_torch_dispatch_stack(None)
 
 
-def _teacher_forced(model, sentences, translations, source_vocab, target_vocab, user_ns) -> tuple:
-    """Feed the produced translations back through the model, one step at a time: what it predicts at
-    each step (the argmax), whether its attention weights are distributions over the real words, and
-    whether its decoder and attention are the notebook's own classes."""
+def _source_batch(sentences, source_vocab) -> tuple:
+    """English sentences -> (source ids (B, S) padded with 0, lengths (B,)), as the notebook's source_batch."""
     source_ids = {word: i for i, word in enumerate(source_vocab)}
-    target_ids = {word: i for i, word in enumerate(target_vocab)}
-    pad, bos, eos, unk = 0, 1, 2, 3
-    encoded = [[source_ids.get(word, unk) for word in sentence.split()] for sentence in sentences]
+    encoded = [[source_ids.get(word, 3) for word in sentence.split()] for sentence in sentences]
     lengths = torch.tensor([len(ids) for ids in encoded])
-    source = torch.full((len(encoded), int(lengths.max())), pad)
+    source = torch.zeros(len(encoded), int(lengths.max()), dtype=torch.long)
     for row, ids in enumerate(encoded):
         source[row, : len(ids)] = torch.tensor(ids)
-    produced = [[target_ids.get(word, -1) for word in str(text).split()] for text in translations]
-    if any(-1 in ids for ids in produced):
-        return ("unknown words",)
-    steps = max(len(ids) for ids in produced) + 1
-    inputs = torch.full((len(produced), steps), pad)
-    for row, ids in enumerate(produced):
-        inputs[row, : len(ids) + 1] = torch.tensor([bos] + ids)
-    with torch.no_grad():
+    return source, lengths
+
+
+def _greedy_ids(model, source, lengths, longest: int, *, _argmax=torch._C.TensorBase.argmax,
+                _tolist=torch._C.TensorBase.tolist, _full=torch._C._VariableFunctions.full, _range=range,
+                _enumerate=enumerate, _all=all, _set_grad=torch._C._set_grad_enabled,
+                _grad=torch._C.is_grad_enabled) -> list:
+    """The grader's own greedy decoding of the student's model (the rule the task states: one batch, at
+    most 2 S + 2 steps, each row's ids up to its first EOS, without PAD and BOS). The model's code runs
+    between the steps: everything else here was bound before it could change anything."""
+    pad, bos, eos = 0, 1, 2
+    grad = _grad()
+    _set_grad(False)
+    try:
         states, final = model.encoder(source, lengths)
         hidden = model.initial_state(final)
-        predicted, worst_sum, worst_padding = [], 0.0, 0.0
-        real = (torch.arange(source.shape[1])[None, :] < lengths[:, None]).to(states.dtype)
-        for step in range(steps):
-            logits, hidden, weights = model.decoder(inputs[:, step], hidden, states, lengths)
-            predicted.append(logits.argmax(-1).tolist())
-            worst_sum = max(worst_sum, float(((weights * real).sum(-1) - 1).abs().max()))
-            worst_padding = max(worst_padding, float((weights * (1 - real)).abs().max()))
-    by_sentence = tuple(tuple(predicted[step][row] for step in range(len(produced[row]) + 1))
-                        for row in range(len(produced)))
-    decoder = getattr(model, "decoder", None)
-    own_decoder = user_ns.get("AttentionDecoder") is not None and type(decoder) is user_ns.get("AttentionDecoder")
-    own_attention = (user_ns.get("AdditiveAttention") is not None
-                     and type(getattr(decoder, "attention", None)) is user_ns.get("AdditiveAttention"))
-    return ("predicted", by_sentence, worst_sum, worst_padding, own_decoder, own_attention)
+        batch = len(lengths)
+        previous = _full((batch,), bos)
+        rows = [[] for _ in _range(batch)]
+        finished = [False] * batch
+        for _ in _range(2 * longest + 2):
+            logits, hidden, _weights = model.decoder(previous, hidden, states, lengths)
+            previous = _argmax(logits, -1)
+            for row, token in _enumerate(_tolist(previous)):
+                if token == eos:
+                    finished[row] = True
+                elif not finished[row] and token != pad and token != bos:
+                    rows[row].append(token)
+            if _all(finished):
+                break
+    finally:
+        _set_grad(grad)
+    return rows
 
 
-def run_case(case: dict, user_ns: dict, helpers, seen: list, case_cpu_s: float) -> tuple:
-    """Call the student's code as the case says; (status, error, returned, after, forbidden, extra)."""
-    status, error, returned, after, extra = "ok", None, ("other", "nothing"), (), ()
+def run_case(case: dict, user_ns: dict, helpers, seen: list, case_cpu_s: float, plan: tuple) -> tuple:
+    """Call the student's code as the case says; (status, error, returned, after, forbidden, extra).
+
+    Everything the runner does between or after the student's code is bound to locals first, and the
+    snapshot is restored before the runner reads the results: code that patched a module, a class or
+    this module's globals during the call changes nothing of what is reported."""
+    restore, pop_modes, greedy, describe = _restore_with, _pop_modes, _greedy_ids, _describe
+    stop_alarm, timer, timeout_type, short = signal.setitimer, signal.ITIMER_PROF, _Timeout, _short
+    status, error, result, extra, budget = "ok", None, None, (), [16 << 20]
     before = len(seen)
-    budget = [16 << 20]
     installed = []
     try:
         if helpers is not None:
@@ -576,46 +586,58 @@ def run_case(case: dict, user_ns: dict, helpers, seen: list, case_cpu_s: float) 
         target = user_ns.get(case["call"])
         if target is None:
             raise NameError(f"name '{case['call']}' is not defined in the notebook")
+        decoding = None
+        if case["consistency"] is not None:  # the grader decodes the model itself, before translate runs
+            source, lengths = _source_batch(args[1], case["consistency"][0])
+            decoding = (source, lengths, int(source.shape[1]))
         for spec in case["stand_ins"]:
             if spec[0] == "global":
                 installed.append((spec[1], user_ns.get(spec[1], _MISSING)))
+        state = {k: _decode(v, user_ns) for k, v in case["state"]}
+        builds = [(spec, _build_stand_in) for spec in case["stand_ins"]]
         _alarm(case_cpu_s)
+        # -- the student's code, from here to the end of the try block
         if case["construct"] is not None:
-            state = {k: _decode(v, user_ns) for k, v in case["state"]}
             target = target(**dict(case["construct"]))
             if state:
                 # Convert first: float64 weights loaded into float32 parameters would be rounded.
                 target = target.to(next(iter(state.values())).dtype)
                 target.load_state_dict(state, strict=True)
-        for spec in case["stand_ins"]:
+        for spec, build in builds:
             if spec[0] == "global":
-                user_ns[spec[1]] = _build_stand_in(spec, user_ns)
+                user_ns[spec[1]] = build(spec, user_ns)
             else:
-                setattr(target, spec[1], _build_stand_in(spec, user_ns, owner=target))
+                setattr(target, spec[1], build(spec, user_ns, owner=target))
+        if decoding is not None:
+            model = args[0]
+            decoded = greedy(model, *decoding)
+            decoder = getattr(model, "decoder", None)
+            extra = ("decoded", decoded, type(decoder) is user_ns.get("AttentionDecoder", _MISSING),
+                     type(getattr(decoder, "attention", None)) is user_ns.get("AdditiveAttention", _MISSING))
         result = target(*args, **kwargs)
-        if case["consistency"] is not None:
-            extra = _teacher_forced(args[0], args[1], result, *case["consistency"], user_ns)
-        _cancel_alarm()
-        _pop_modes()
-        returned = _describe(result, budget)
-        after = tuple(_describe(arg, budget) if type(arg) is torch.Tensor else ("skip",) for arg in args)
-    except _Timeout as timeout:
+    except timeout_type as timeout:
         status, error = "timeout", str(timeout)
     except BaseException as exc:  # the student's code may raise anything; it is data here
-        _cancel_alarm()
+        stop_alarm(timer, 0)
         status = "error"
         try:
-            error = _short(f"{type(exc).__name__}: {exc}")
+            error = short(f"{type(exc).__name__}: {exc}")
         except BaseException:
             error = type(exc).__name__
     finally:
-        _cancel_alarm()
-        _pop_modes()
-        for name, original in installed:
-            if original is _MISSING:
-                user_ns.pop(name, None)
-            else:
-                user_ns[name] = original
+        stop_alarm(timer, 0)
+        restore(plan)
+        pop_modes()
+    # -- from here on, nothing of the student's runs (describing a tensor calls no Python code of theirs)
+    for name, original in installed:
+        if original is _MISSING:
+            user_ns.pop(name, None)
+        else:
+            user_ns[name] = original
+    returned, after = ("other", "nothing"), ()
+    if status == "ok":
+        returned = describe(result, budget)
+        after = tuple(describe(arg, budget) if type(arg) is torch.Tensor else ("skip",) for arg in args)
     forbidden = tuple(sorted(set(seen[before:])))
     return status, error, returned, after, forbidden, extra
 
@@ -673,7 +695,7 @@ def grade_in_child(user_ns: dict, plan: tuple, helpers_source: str, phase: str, 
         else:
             _restore(plan)
             _pop_modes()
-            outcome = run_case(case, user_ns, helpers, seen, case_cpu_s)
+            outcome = run_case(case, user_ns, helpers, seen, case_cpu_s, plan)
             if outcome[0] == "timeout":
                 stuck.add(case["call"])
         _send(("result", case["id"], *outcome))

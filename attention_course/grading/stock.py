@@ -95,10 +95,14 @@ def run_hidden_check(assignment: str, grade_id: str, namespace: dict) -> None:
             comparison = check.compare or compare
             expected = reference_output(check, case)
             if case.consistency is not None:
-                from attention_course.grading.runner import _teacher_forced
+                from attention_course.grading.runner import _greedy_ids, _source_batch
 
                 try:
-                    extra = _teacher_forced(args[0], args[1], got, *case.consistency, namespace)
+                    source, lengths = _source_batch(args[1], case.consistency[0])
+                    decoder = args[0].decoder
+                    extra = ("decoded", _greedy_ids(args[0], source, lengths, int(source.shape[1])),
+                             type(decoder) is namespace.get("AttentionDecoder"),
+                             type(getattr(decoder, "attention", None)) is namespace.get("AdditiveAttention"))
                 except Exception as error:
                     extra = ("error", f"{type(error).__name__}: {error}")
                 reason = comparison(got, expected, case, extra)

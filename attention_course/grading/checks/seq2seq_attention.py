@@ -12,13 +12,13 @@ Four test cells, each judging one part:
   student's own attention and the step comes out wrong. So this test judges the step itself, and a
   decoder that attends with H_i fails it and nothing else;
 - ``translate(model, sentences) -> list[str]`` (phase ``open``: the student's model may use anything):
-  with the notebook's trained ``model``, exact-match accuracy of at least :data:`ACCURACY_THRESHOLD`
-  on the 200 validation pairs of the shipped corpus and on 200 new sentences drawn from the grammar
-  with the course seed; the translations must be what that model predicts (fed back teacher-forced,
-  every next word is the model's argmax) and the model must be the notebook's, with its
-  ``AttentionDecoder`` and ``AdditiveAttention``. With a stand-in model of the grader's
-  (``standin.Translator``, random weights), the output must be exactly its greedy decoding. So
-  translations from anywhere but the student's own model earn nothing.
+  with the notebook's trained ``model`` (an instance built from the notebook's ``AttentionDecoder``
+  and ``AdditiveAttention``), the grader first decodes the sentences itself, greedily, and needs an
+  exact-match accuracy of at least :data:`ACCURACY_THRESHOLD` on the 200 validation pairs of the
+  shipped corpus and on 200 new sentences drawn from the grammar with the course seed; ``translate``
+  must then give those same translations. With a stand-in model of the grader's
+  (``standin.Translator``, random weights), its output must be exactly that model's greedy decoding.
+  So translations from anywhere but the student's own model earn nothing.
 
 The references are the course's own: ``attention.AdditiveScore``, ``attention.masked_softmax`` and
 ``seq2seq.AttentionDecoder.step`` (the notebook's decoder has the same layers, its ``attention`` being the
@@ -105,14 +105,16 @@ def _words(text: str) -> str:
 
 
 def _translation_verdict(got, expected: tuple[str, ...], case: Case, extra: tuple = ()) -> str:
-    """Accuracy and consistency with the notebook's model, or exact greedy decoding of the grader's."""
+    """With the grader's model: exactly its greedy decoding. With the notebook's model: the grader's own
+    greedy decoding of that model (done before translate runs) must be at least ACCURACY_THRESHOLD right,
+    and translate must give what it gave."""
     if not isinstance(got, (list, tuple)) or not all(isinstance(text, str) for text in got):
         return f"translate should return a list of strings (one translation per sentence), got {type(got).__name__}"
     if len(got) != len(expected):
         return f"translate should return one translation per sentence: {len(expected)} sentences in, {len(got)} out"
     sentences = case.args[1]
-    right = [_words(text) == reference for text, reference in zip(got, expected)]
     if isinstance(case.args[0], StandInTranslator):
+        right = [_words(text) == reference for text, reference in zip(got, expected)]
         if all(right):
             return ""
         miss = right.index(False)
@@ -120,39 +122,28 @@ def _translation_verdict(got, expected: tuple[str, ...], case: Case, extra: tupl
                 f"are not its greedy decoding: e.g. '{sentences[miss]}' should give '{expected[miss]}', got "
                 f"'{got[miss]}'. Decode the model you are given: feed back its argmax at each step, stop at EOS "
                 "or after 2 S + 2 steps")
-    accuracy = sum(right) / len(right)
-    if accuracy < ACCURACY_THRESHOLD:
-        miss = right.index(False)
-        return (f"exact-match accuracy {accuracy:.3f} ({sum(right)} of {len(right)} sentences), below the "
-                f"{ACCURACY_THRESHOLD:g} needed; e.g. '{sentences[miss]}' should be '{expected[miss]}', "
-                f"got '{got[miss]}'")
-    return _consistency_problem(got, extra)
-
-
-def _consistency_problem(got, extra: tuple) -> str:
-    """"" when the notebook's model, fed its own translations, predicts each of their words and then EOS."""
-    if not extra or extra[0] != "predicted":
-        if extra and extra[0] == "unknown words":
-            return "translate returned words that are not in the Chinese vocabulary (target_words)"
-        return "the grader could not feed the translations back through model (see the notebook's Seq2Seq)"
-    _, predicted, worst_sum, worst_padding, own_decoder, own_attention = extra
+    if len(extra) != 4 or extra[0] != "decoded" or len(extra[1]) != len(expected):
+        return "the grader could not decode model (see the notebook's Seq2Seq: encoder, initial_state, decoder)"
+    _, decoded, own_decoder, own_attention = extra
     if not own_decoder or not own_attention:
         return ("model.decoder must be your AttentionDecoder, with your AdditiveAttention as its attention: "
                 "the translations must come from your own model")
-    # (The attention weights are not judged here: a masking bug costs AdditiveAttention's points, once.)
-    eos = standin.EOS
-    consistent = 0
-    for text, steps in zip(got, predicted):
-        consistent += list(steps) == [*_target_ids(text), eos]
-    if consistent < CONSISTENCY_THRESHOLD * len(got):
-        return (f"only {consistent} of {len(got)} translations are what model predicts when fed them word by word: "
-                "translate must decode model greedily (its argmax at each step), not produce words another way")
+    words = seq2seq_corpus().target_vocab.tokens
+    model_says = [" ".join(words[i] if 0 <= i < len(words) else "<?>" for i in row) for row in decoded]
+    right = [text == reference for text, reference in zip(model_says, expected)]
+    accuracy = sum(right) / len(right)
+    if accuracy < ACCURACY_THRESHOLD:
+        miss = right.index(False)
+        return (f"exact-match accuracy of your trained model {accuracy:.3f} ({sum(right)} of {len(right)} sentences, "
+                f"decoded greedily by the grader), below the {ACCURACY_THRESHOLD:g} needed; e.g. '{sentences[miss]}' "
+                f"should be '{expected[miss]}', the model gives '{model_says[miss]}'")
+    agree = [_words(text) == says for text, says in zip(got, model_says)]
+    if sum(agree) < CONSISTENCY_THRESHOLD * len(agree):
+        miss = agree.index(False)
+        return (f"translate's output is not the greedy decoding of model in {len(agree) - sum(agree)} of {len(agree)} "
+                f"sentences: e.g. '{sentences[miss]}' -> the model gives '{model_says[miss]}', translate returned "
+                f"'{got[miss]}'. translate must decode the model it is given")
     return ""
-
-
-def _target_ids(text: str) -> list[int]:
-    vocab = {word: i for i, word in enumerate(seq2seq_corpus().target_vocab.tokens)}
-    return [vocab.get(word, -1) for word in text.split()]
 
 
 # ---------------------------------------------------------------------------------------------
