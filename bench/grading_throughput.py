@@ -3,7 +3,10 @@
 Both grade the same submissions of the soft-hard assignment into their own course directory and
 gradebook: a mix of correct and buggy notebooks (no infinite loops, which would stall stock nbgrader).
 Reports seconds per graded notebook (= per student: the assignment has one notebook) and notebooks
-per minute for each, and the ratio. Goal (issue: sandboxed grading): >= 2x stock throughput on 2 cores.
+per minute for each, and the ratio, with the machine's load average before and after each part
+(a figure taken next to other work is not the machine's speed). Goal (issues: sandboxed grading;
+grades an instructor can stand behind): >= 2x stock throughput on 2 cores, with the sandbox, the
+sealed softmax family and the protocol on.
 
 Run: ``.venv/bin/python bench/grading_throughput.py [--submissions 40] [--jobs N]``; writes
 bench/results/grading_throughput.json.
@@ -67,12 +70,15 @@ def main() -> None:
         ours = make_course(Path(folder) / "ours", args.submissions)
         stock = make_course(Path(folder) / "stock", args.submissions)
 
+        load_before = os.getloadavg()
         started = time.perf_counter()
         summaries = ours.grade(ASSIGNMENT, jobs=args.jobs, progress=False)
         ours_seconds = time.perf_counter() - started
+        load_between = os.getloadavg()
         sandbox_seconds = [s.seconds for s in summaries]
 
         stock_seconds = stock_autograde(stock)
+        load_after = os.getloadavg()
         shutil.rmtree(folder, ignore_errors=True)
 
     n = args.submissions
@@ -87,11 +93,17 @@ def main() -> None:
                            "notebooks_per_minute": round(60 * n / stock_seconds, 1)},
         "speedup": round(stock_seconds / ours_seconds, 2),
         "goal_speedup": 2.0,
+        "load_average_1_5_15": {"before": [round(x, 2) for x in load_before],
+                                "after_ours": [round(x, 2) for x in load_between],
+                                "after_stock": [round(x, 2) for x in load_after]},
+        "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     out = ROOT / "bench" / "results" / "grading_throughput.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"{n} submissions of {ASSIGNMENT}, {os.cpu_count()} cores")
+    print(f"{n} submissions of {ASSIGNMENT}, {os.cpu_count()} cores; load average (1, 5, 15 min) before "
+          f"{results['load_average_1_5_15']['before']}, after ours {results['load_average_1_5_15']['after_ours']}, "
+          f"after stock {results['load_average_1_5_15']['after_stock']}")
     print(f"  attention-course grade (sandboxed, --jobs {args.jobs}): {ours_seconds:6.1f} s  "
           f"{results['ours']['seconds_per_notebook']:.2f} s/notebook  {results['ours']['notebooks_per_minute']:.1f} notebooks/min")
     print(f"  stock nbgrader autograde (sequential):       {stock_seconds:6.1f} s  "
