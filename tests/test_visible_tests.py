@@ -18,48 +18,20 @@ import pytest
 import torch
 
 from attention_course.grading.submission import HIDDEN_TESTS
+from canonical_bugs import CANONICAL_BUGS
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# name -> (assignment, answer cell, buggy source, test cell, a phrase the failure must contain)
-BUGS = {
-    "softmax along dim 0 whatever dim says": ("soft-hard", "softmax", '''
-def softmax(scores, dim=-1):
-    e = (scores - scores.amax(dim=0, keepdim=True)).exp()
-    return e / e.sum(dim=0, keepdim=True)
-''', "test-softmax", "normalise along the dim you are given"),
-    "softmax without subtracting the largest score (NaN)": ("soft-hard", "softmax", '''
-def softmax(scores, dim=-1):
-    e = scores.exp()
-    return e / e.sum(dim=dim, keepdim=True)
-''', "test-softmax", "subtract the largest score"),
-    "soft attention normalised over the batch": ("soft-hard", "soft_attention", '''
-def soft_attention(scores, values, temperature=1.0):
-    w = softmax(scores / temperature, dim=0)
-    return (w.unsqueeze(-1) * values).sum(-2), w
-''', "test-soft-attention", "normalise the scores along dim=-1"),
-    "hard attention with float32 weights": ("soft-hard", "hard_attention", '''
-def hard_attention(scores, values):
-    w = F.one_hot(scores.argmax(-1), scores.shape[-1]).float()
-    return (w.unsqueeze(-1) * values).sum(-2), w
-''', "test-hard-attention", "float64 weights"),
-    "masked softmax without the max subtraction (NaN)": ("three-stages", "masked_softmax", '''
-def masked_softmax(scores, valid_lens=None):
-    if valid_lens is None:
-        e = scores.exp()
-        return e / e.sum(dim=-1, keepdim=True)
-    lengths = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]
-    keep = torch.arange(scores.shape[-1]) < lengths[..., None]
-    e = scores.masked_fill(~keep, -math.inf).exp()
-    return e / e.sum(dim=-1, keepdim=True)
-''', "test-masked-softmax", "NaN"),
-    "seq2seq masked softmax without the max subtraction (NaN)": ("seq2seq-attention", "masked_softmax", '''
-def masked_softmax(scores, lengths):
-    keep = torch.arange(scores.shape[-1]) < lengths[:, None]
-    e = scores.masked_fill(~keep, float("-inf")).exp()
-    return e / e.sum(dim=-1, keepdim=True)
-''', "test-masked-softmax", "subtract the largest score"),
+# canonical bug -> a phrase the failure of its visible test must contain
+PHRASES = {
+    "softmax along dim 0 whatever dim says": "normalise along the dim you are given",
+    "softmax without subtracting the largest score": "subtract the largest score",
+    "soft attention normalised over the wrong axis": "normalise the scores along dim=-1",
+    "hard attention with float32 weights for any scores": "float64 weights",
+    "masked softmax without subtracting the largest score": "NaN",
+    "seq2seq masked softmax without subtracting the largest score": "subtract the largest score",
 }
+BUGS = {name: (*CANONICAL_BUGS[name], phrase) for name, phrase in PHRASES.items()}
 
 
 def _cells(assignment: str):
