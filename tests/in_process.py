@@ -19,7 +19,7 @@ import nbformat
 import torch
 
 from attention_course.grading import runner
-from attention_course.grading.cases import encode_cases
+from attention_course.grading.cases import encode_case
 from attention_course.grading.checks import checks_for
 from attention_course.grading.grade import plan_cases
 from attention_course.grading.submission import given_helpers
@@ -81,8 +81,8 @@ def judge(assignment: str, namespace: dict, seed: int, grade_ids: set[str] | Non
     plan = runner._snapshot()  # run_case restores it after each call, as in the sandbox
     try:
         for case_id, check, case in plan_cases(checks, seed):
-            [described] = marshal.loads(encode_cases([(case_id, case)]))
-            outcome = Outcome(*runner.run_case(described, namespace, helpers, [], 30.0, plan))
+            described = marshal.loads(encode_case(case_id, case))
+            outcome = Outcome(*runner.run_case(described, namespace, helpers, [], 30.0, plan)[1:])
             verdicts[check.grade_id].cases.append(judge_case(check, case, outcome))
     finally:
         torch.set_num_threads(threads)

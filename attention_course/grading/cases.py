@@ -4,8 +4,8 @@ A :class:`Case` is one call: a name the student's notebook defines (a function, 
 construct with given weights and then call), with inputs drawn at grading time from the course
 seed. A :class:`Check` scores one test cell of an assignment (its nbgrader grade id and points):
 it draws its cases from a generator and knows the reference answer for each. Cases reach the
-runner as ``marshal`` data (plain tuples, raw tensor bytes), one phase at a time, only when the
-runner asks for them after the student's cells have run; nothing in them is executable.
+runner as ``marshal`` data (plain tuples, raw tensor bytes), one case at a time, only when the
+runner's graded child asks for it after the student's cells have run; nothing in them is executable.
 
 Phases: ``sealed`` cases run after the softmax family is sealed off in the dispatcher (a call that
 reaches it is refused); ``open`` cases run before, for checks whose subject may legitimately sit
@@ -82,9 +82,10 @@ class Case:
     construct: dict[str, Scalar] | None = None
     state: dict[str, torch.Tensor] | None = None
     stand_ins: tuple[StandIn, ...] = ()
-    # (source vocabulary, target vocabulary): after ``translate(model, sentences)``, feed its output back
-    # through the model, teacher-forced, and report what the model predicts at each step.
-    consistency: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    # (source vocabulary, target vocabulary, recipe): before ``translate(model, sentences)`` runs, the runner
+    # rebuilds the model from the notebook's classes as the recipe says ((encoder class, args), (decoder
+    # class, args), model class), loads the model's weights and decodes the sentences greedily itself.
+    consistency: tuple | None = None
     hidden: bool = True
     atol: float = 1e-5
     rtol: float = 1e-4
@@ -138,18 +139,24 @@ def _encode_stand_in(stand_in: StandIn) -> tuple:
             tuple(_encode_matcher(m) for m in stand_in.matchers), encode(stand_in.answer))
 
 
+def encode_case(case_id: str, case: Case) -> bytes:
+    """One case, as the runner receives it: marshal bytes of a dict of plain data."""
+    return marshal.dumps(describe_case(case_id, case))
+
+
 def encode_cases(cases: list[tuple[str, Case]]) -> bytes:
-    """The cases of one phase, as the runner receives them: (id, case) pairs -> marshal bytes."""
-    described = []
-    for case_id, case in cases:
-        described.append({
-            "id": case_id,
-            "call": case.call,
-            "args": tuple(encode(a) for a in case.args),
-            "kwargs": tuple((k, encode(v)) for k, v in case.kwargs.items()),
-            "construct": None if case.construct is None else tuple(case.construct.items()),
-            "state": () if case.state is None else tuple((k, encode(v)) for k, v in case.state.items()),
-            "stand_ins": tuple(_encode_stand_in(s) for s in case.stand_ins),
-            "consistency": None if case.consistency is None else (tuple(case.consistency[0]), tuple(case.consistency[1])),
-        })
-    return marshal.dumps(described)
+    """Several cases at once (for tests that run the runner's code in their own process)."""
+    return marshal.dumps([describe_case(case_id, case) for case_id, case in cases])
+
+
+def describe_case(case_id: str, case: Case) -> dict:
+    return {
+        "id": case_id,
+        "call": case.call,
+        "args": tuple(encode(a) for a in case.args),
+        "kwargs": tuple((k, encode(v)) for k, v in case.kwargs.items()),
+        "construct": None if case.construct is None else tuple(case.construct.items()),
+        "state": () if case.state is None else tuple((k, encode(v)) for k, v in case.state.items()),
+        "stand_ins": tuple(_encode_stand_in(s) for s in case.stand_ins),
+        "consistency": None if case.consistency is None else tuple(case.consistency),
+    }

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
+import secrets
 import shutil
 import sys
 import tempfile
@@ -29,7 +31,7 @@ import torch
 
 from attention_course.grading import runner as runner_module
 from attention_course.grading import sandbox, standin
-from attention_course.grading.cases import PHASES, Case, Check, encode_cases
+from attention_course.grading.cases import PHASES, Case, Check, encode_case
 from attention_course.grading.submission import prepare
 from attention_course.grading.verdicts import FORBIDDEN_REASON, CheckVerdict, Outcome, judge_case
 
@@ -99,43 +101,54 @@ def _copy_data_files(release_folder: Path, workdir: Path) -> None:
 
 
 class Conversation:
-    """The grader's side of one run's protocol: serve the phase's cases once, collect one result per case."""
+    """The grader's side of one run's protocol: the runner says it is ready, then asks for the cases one at a
+    time, sending each one's result before it may ask for the next; then it says it is done."""
 
     def __init__(self, phase: str, cases: list[tuple[str, Case]]):
         self.phase = phase
-        self.payload = encode_cases(cases)
+        self.cases = list(cases)
         self.case_ids = {case_id for case_id, _ in cases}
-        self.asked = self.done = False
+        self.sent = 0  # cases sent so far
+        self.ready = self.done = False
         self.results: dict[str, Outcome] = {}
         self.notes: list[str] = []
         self.problem = ""  # why the results of this run cannot be trusted
         self.runner_error = ""
         self.broken_seal = ""
 
-    def __call__(self, message) -> bytes | None:
+    def __call__(self, message, signed: bool = True) -> bytes | None:
         kind = message[0] if isinstance(message, tuple) and message and isinstance(message[0], str) else None
+        if kind != "note" and not signed:
+            return self._stop("a message that the grader's runner did not sign")
         if kind == "note":
             if len(message) == 2 and isinstance(message[1], str) and message[1] not in self.notes and len(self.notes) < 20:
                 self.notes.append(message[1][:200])
             return None
         if kind == "ready":
-            if self.asked:
-                return self._stop("the notebook's code asked the grader for its inputs before the graded calls")
+            if self.ready:
+                return self._stop("the notebook's code spoke for the grader's runner before the graded calls")
             if message[1:] != (self.phase,):
-                return self._stop("a request for inputs that the grader did not expect")
-            self.asked = True
-            return self.payload
+                return self._stop("a request that the grader did not expect")
+            self.ready = True
+            return None
+        if kind == "next":
+            if not self.ready or len(self.results) != self.sent:
+                return self._stop("a request for the grader's inputs out of turn")
+            if self.sent == len(self.cases):
+                return marshal.dumps(None)
+            case_id, case = self.cases[self.sent]
+            self.sent += 1
+            return encode_case(case_id, case)
         if kind == "result":
-            if not self.asked or len(message) != 8 or message[1] not in self.case_ids:
-                return self._stop("a result for a call the grader never asked for")
-            if message[1] in self.results:
-                return self._stop("two results for one call")
+            expected = self.cases[self.sent - 1][0] if self.sent else None
+            if len(message) != 8 or message[1] != expected or expected in self.results:
+                return self._stop("a result for a call the grader did not ask for")
             try:
-                self.results[message[1]] = Outcome.from_message(message)
+                self.results[expected] = Outcome.from_message(message)
             except (TypeError, ValueError):
                 return self._stop("a result the grader could not read")
             return None
-        if kind == "done" and self.asked and len(self.results) == len(self.case_ids):
+        if kind == "done" and self.ready and len(self.results) == len(self.cases):
             self.done = True
             raise sandbox.Channel.Stop("")
         if kind == "broken-seal" and len(message) == 2:
@@ -161,10 +174,11 @@ def _run_phase(phase: str, prepared, cases: list[tuple[str, Case]], *, release_f
             _copy_data_files(release_folder, workdir)
         shutil.copy2(runner_module.__file__, workdir / "runner.py")
         shutil.copy2(standin.__file__, workdir / "standin.py")
+        key = secrets.token_bytes(32)  # the runner's signing key for this run; read and deleted before any cell
         program = {"cells": prepared.cells, "helpers": prepared.helpers, "phase": phase,
-                   "cell_cpu_s": limits.cell_cpu_s, "case_cpu_s": limits.case_cpu_s}
+                   "cell_cpu_s": limits.cell_cpu_s, "case_cpu_s": limits.case_cpu_s, "key": key.hex()}
         (workdir / "program.json").write_text(json.dumps(program), encoding="utf-8")
-        channel = sandbox.Channel(conversation)
+        channel = sandbox.Channel(conversation, key)
         run = sandbox.run(workdir, [sys.executable, "-I", "runner.py", sandbox.INSIDE if sandboxed else str(workdir)],
                           limits, sandboxed=sandboxed, channel=channel)
         cells = _read_cells(workdir)

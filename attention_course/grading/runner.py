@@ -39,9 +39,11 @@ and IPython: the course package, with its reference implementations, is not in t
 
 from __future__ import annotations
 
+import ast
 import builtins
 import contextlib
 import gc
+import hashlib
 import io
 import json
 import marshal
@@ -57,37 +59,38 @@ import numpy as np
 import torch
 
 CHANNEL_OUT, CHANNEL_IN = 3, 4  # set from the command line before anything runs
-TEXT_LIMIT = 4_000  # characters kept of a cell's output or of an error message
+TEXT_LIMIT = 16_000  # characters kept of a cell's output or of an error message
 MAX_FRAME = 32 << 20
 # Operator names of the softmax family, in every namespace (aten, quantized, ...).
 FAMILY = re.compile(r"softmax|softmin|cosine|attention|_transformer|multi_head|sdp")
 REFUSAL = "ForbiddenOperation"
 TORCH_PYTHON_IMPLEMENTATIONS = ("torch._refs", "torch._decomp", "torch._prims", "torch._higher_order_ops")
 
-# Audit events refused everywhere, from the first cell on.
-BLOCK_ALWAYS = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook"})
+# Audit events refused everywhere, from the first cell on: hooks that could rewrite another frame's locals,
+# and the garbage collector's lists, from which every object (a stand-in's answer, the grader's signer) is reachable.
+BLOCK_ALWAYS = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook", "gc.get_objects", "gc.get_referrers",
+                          "gc.get_referents"})
 # ... and in a sealed run: a new program would be an unsealed interpreter.
 BLOCK_SEALED = frozenset({"os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "os.forkpty"})
 # Audit events refused in the graded child (once it starts calling the student's code).
+# (Frames are not among them: the standard library reads them (logging, namedtuple, warnings), and no
+# frame of the runner holds a case's answer while a graded call runs.)
 BLOCK_GRADED = frozenset({
-    "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._getframe", "sys._current_frames",
-    "function.__new__", "code.__new__", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn",
-    "os.system", "os.kill", "os.killpg", "subprocess.Popen", "signal.pthread_kill", "socket.__new__",
+    "function.__new__", "code.__new__", "os.fork",
+    "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.kill", "os.killpg", "subprocess.Popen",
+    "signal.pthread_kill", "socket.__new__",
 })
-# Attributes whose reading gives a frame, a code object or a function's hidden defaults.
-GUARDED_READS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_code", "__code__", "__defaults__",
-                           "__kwdefaults__"})
-# Attributes that no code may set, in any phase: they would rewrite a function's behaviour.
+# Attributes whose reading gives a function's code or hidden defaults (where a stand-in keeps its answer):
+# refused in graded calls, and for the runner's own functions always.
+GUARDED_READS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+# Attributes whose writing rewrites a function: the runner's own, always; a function's code, in graded calls.
 GUARDED_WRITES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
-# Events worth telling the instructor about when the student's cells use them.
-# (Frames and the garbage collector are not among them: the standard library itself uses both.)
+# Events worth telling the instructor about when the student's cells use them (not what libraries do:
+# matplotlib starts fc-list, libraries load native code).
 NOTED = {
-    "sys._current_frames": "inspects the runner's frames", "gc.get_referrers": "walks the garbage collector's objects",
-    "socket.__new__": "opens sockets", "subprocess.Popen": "starts processes", "os.system": "starts processes",
-    "os.exec": "starts processes", "os.posix_spawn": "starts processes",
     "sys.settrace": "tries to install a tracing hook", "sys.setprofile": "tries to install a profiling hook",
-    "sys.addaudithook": "tries to install an audit hook", "ctypes.dlopen": "loads native code with ctypes",
-    "ctypes.dlsym": "loads native code with ctypes", "ctypes.addressof": "reads memory with ctypes",
+    "sys.addaudithook": "tries to install an audit hook", "gc.get_objects": "walks the garbage collector's objects",
+    "gc.get_referrers": "walks the garbage collector's objects", "gc.get_referents": "walks the garbage collector's objects",
 }
 
 
@@ -103,25 +106,27 @@ def _make_hook(runner_pid: int, sealed: bool, noted: set, protected: tuple):
     is held to the graded calls' rules."""
 
     def hook(event, args, _always=BLOCK_ALWAYS, _sealed=BLOCK_SEALED if sealed else frozenset(), _ctypes=sealed,
-             _graded=BLOCK_GRADED, _reads=GUARDED_READS, _writes=GUARDED_WRITES, _getpid=os.getpid,
+             _graded=BLOCK_GRADED, _writes=GUARDED_WRITES, _getpid=os.getpid,
              _pid=runner_pid, _noted=noted, _notes=NOTED, _write=os.write, _fd=CHANNEL_OUT, _repr=repr, _len=len,
              _error=PermissionError, _pack=int.to_bytes, _protected=protected):
         in_graded_call = _getpid() != _pid
         refused = event in _always or event in _sealed or (_ctypes and event.startswith("ctypes."))
-        if not refused and (event == "object.__setattr__" or event == "object.__delattr__") and _len(args) > 1 \
-                and args[1] in _writes:
-            refused = in_graded_call
-            for function in _protected:
-                if function is args[0]:
-                    refused = True
+        if not refused and _len(args) > 1 and (event == "object.__setattr__" or event == "object.__delattr__"
+                                               or event == "object.__getattr__"):
+            name = args[1]
+            if name in _writes:  # (the same names are guarded for reading)
+                refused = name == "__code__" and event != "object.__getattr__" or (
+                    in_graded_call and event == "object.__getattr__")
+                for function in _protected:
+                    if function is args[0]:
+                        refused = True
         if not refused and in_graded_call:
-            refused = (event in _graded or event.startswith("ctypes.")
-                       or (event == "object.__getattr__" and _len(args) > 1 and args[1] in _reads))
+            refused = event in _graded or event.startswith("ctypes.")
         if not in_graded_call and event in _notes and event not in _noted:
             _noted.add(event)
             message = _repr(("note", _notes[event])).encode()
             try:
-                _write(_fd, _pack(_len(message), 4, "big") + message)
+                _write(_fd, _pack(_len(message) + 1, 4, "big") + b"\x00" + message)  # unsigned: a note only
             except OSError:
                 pass
         if refused:
@@ -185,7 +190,7 @@ def _shell():
     return InteractiveShell.instance(config=config)
 
 
-def run_cells(shell, cells: list[str], folder: Path, cell_cpu_s: float) -> None:
+def run_cells(shell, cells: list[str], folder: Path, cell_cpu_s: float, sealed: bool = False) -> None:
     report = []
     runner_pid = os.getpid()
     for number, source in enumerate(cells):
@@ -195,9 +200,8 @@ def run_cells(shell, cells: list[str], folder: Path, cell_cpu_s: float) -> None:
         try:
             _alarm(cell_cpu_s)
             with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-                result = shell.run_cell(source, store_history=False)
+                failure = _run_cell(shell, source, sealed)
             _cancel_alarm()
-            failure = result.error_before_exec or result.error_in_exec
             if failure is not None:
                 status, error = "error", _short(f"{type(failure).__name__}: {failure}")
         except _Timeout as timeout:
@@ -209,6 +213,46 @@ def run_cells(shell, cells: list[str], folder: Path, cell_cpu_s: float) -> None:
         report.append({"cell": number, "status": status, "error": error, "stdout": stdout.value(),
                        "stderr": stderr.value(), "cpu_seconds": round(time.process_time() - started, 3)})
         (folder / "cells.json").write_text(json.dumps(report), encoding="utf-8")
+
+
+def _run_cell(shell, source: str, sealed: bool) -> BaseException | None:
+    """Run a cell; the error it raised, if any. In a sealed run, a top-level statement that calls a switched-off
+    function fails alone: the statements after it still run (a comparison with torch.softmax above a def
+    must not take the def with it)."""
+    result = shell.run_cell(source, store_history=False)
+    first = result.error_before_exec or result.error_in_exec
+    failure = first
+    for _ in range(100):
+        if not sealed or failure is None or REFUSAL not in str(failure):
+            break
+        source = _statements_after(shell, source, failure)
+        if not source:
+            break
+        result = shell.run_cell(source, store_history=False)
+        failure = result.error_before_exec or result.error_in_exec
+    return first
+
+
+def _statements_after(shell, source: str, failure: BaseException) -> str:
+    """The source of the top-level statements after the one that raised ``failure`` ("" if none or unknown)."""
+    line = None
+    traceback = failure.__traceback__
+    while traceback is not None:
+        if traceback.tb_frame.f_code.co_filename.startswith("<ipython-input-"):
+            line = traceback.tb_lineno
+            break
+        traceback = traceback.tb_next
+    if line is None:
+        return ""
+    code = shell.transform_cell(source)
+    try:
+        statements = ast.parse(code).body
+    except SyntaxError:
+        return ""
+    later = [statement for statement in statements if statement.lineno > line]
+    if not later:
+        return ""
+    return "\n".join(code.splitlines()[later[0].lineno - 1:])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,12 +402,43 @@ def _probe_seal(seen: list) -> str:
 # The channel.
 
 
+SIGNATURE_BYTES = 32
+_SIGNER = None  # set by main() before the first cell: see _make_signer
+
+
 def _send(message: tuple) -> None:
+    """A message to the grader, signed: [length][1][signature][repr of the message]."""
     data = repr(message).encode("utf-8")
-    frame = len(data).to_bytes(4, "big") + data
+    signature = _SIGNER(data)
+    frame = (len(data) + 1 + SIGNATURE_BYTES).to_bytes(4, "big") + b"\x01" + signature + data
     while frame:
         written = os.write(CHANNEL_OUT, frame)
         frame = frame[written:]
+
+
+def _make_signer(key: bytes):
+    """The one function that can sign for the runner. The key is one of its defaults, which no code can read
+    (the audit hook refuses it, and the garbage collector's lists). It signs only when called by _send from
+    grade_in_child (or main) in the graded child, with main past the student's cells: code in a cell, a
+    process a cell started, or a graded call cannot have it sign, whatever it calls."""
+
+    def sign(data: bytes, _key=key, _hash=hashlib.blake2b, _frame=sys._getframe, _send_code=_send.__code__,
+             _child_code=grade_in_child.__code__, _main_code=main.__code__, _mask=signal.pthread_sigmask,
+             _block=signal.SIG_BLOCK, _restore_mask=signal.SIG_SETMASK, _signals=signal.valid_signals(),
+             _error=PermissionError, _type=type, _bytes=bytes, _size=SIGNATURE_BYTES):
+        caller = _frame(1)
+        sender = caller.f_back
+        top = sender.f_back if sender.f_code is _child_code else sender
+        if (caller.f_code is not _send_code or (sender.f_code is not _child_code and sender.f_code is not _main_code)
+                or top.f_code is not _main_code or top.f_locals.get("graded") is not True or _type(data) is not _bytes):
+            raise _error("only the grader's runner signs its messages")
+        previous = _mask(_block, _signals)  # no handler of the student's may run while the key is in a frame
+        try:
+            return _hash(data, key=_key, digest_size=_size).digest()
+        finally:
+            _mask(_restore_mask, previous)
+
+    return sign
 
 
 def _receive() -> object:
@@ -420,10 +495,12 @@ def _describe(value, budget: list) -> tuple:
         return ("tensor", array.dtype.str, tuple(int(n) for n in array.shape), raw)
     if isinstance(value, torch.Tensor):
         return ("other", f"{type(value).__module__}.{type(value).__qualname__} (a subclass of torch.Tensor)")
-    if type(value) in (tuple, list):
-        if len(value) > 10_000:
-            return ("other", "a sequence longer than the grader accepts")
-        return ("seq", tuple(_describe(item, budget) for item in value))
+    for sequence in (tuple, list):  # a namedtuple is a tuple; its items are read as a tuple's, not its own way
+        if issubclass(type(value), sequence):
+            length = sequence.__len__(value)
+            if length > 10_000:
+                return ("other", "a sequence longer than the grader accepts")
+            return ("seq", tuple(_describe(sequence.__getitem__(value, i), budget) for i in range(length)))
     if value is None or type(value) in (bool, int, float):
         return ("scalar", value)
     if type(value) is str:
@@ -500,17 +577,16 @@ class _StandInModule(torch.nn.Module):
         self.__dict__["answer_call"] = function
 
     def forward(self, *args, **kwargs):
-        return self.__dict__["answer_call"](*args, **kwargs)
+        return self.__dict__["answer_call"](*args, _yours=self.original, **kwargs)
 
 
-def _build_stand_in(spec: tuple, user_ns: dict, owner=None):
+def _build_stand_in(spec: tuple, user_ns: dict):
+    """The stand-in function of a spec (for an attribute, its fallback is given at each call: see _StandInModule)."""
     kind, name, params, defaults, matchers, answer = spec
     matchers = tuple((m[0], _decode(m[1], user_ns), *m[2:]) if m[0] in ("equal", "close") else m for m in matchers)
     answer = _decode(answer, user_ns)
-    if kind == "global":
-        return _stand_in_function(user_ns.get(name), params, dict(defaults), matchers, answer, name)
-    original = getattr(owner, name)
-    return _StandInModule(original, _stand_in_function(original, params, dict(defaults), matchers, answer, name))
+    yours = user_ns.get(name) if kind == "global" else None
+    return _stand_in_function(yours, params, dict(defaults), matchers, answer, name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -567,13 +643,23 @@ def _greedy_ids(model, source, lengths, longest: int, *, _argmax=torch._C.Tensor
     return rows
 
 
-def run_case(case: dict, user_ns: dict, helpers, seen: list, case_cpu_s: float, plan: tuple) -> tuple:
-    """Call the student's code as the case says; (status, error, returned, after, forbidden, extra).
+def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: float, plan: tuple,
+             stuck: set | None = None) -> tuple | None:
+    """Call the student's code as the case says; (id, status, error, returned, after, forbidden, extra).
 
     Everything the runner does between or after the student's code is bound to locals first, and the
     snapshot is restored before the runner reads the results: code that patched a module, a class or
-    this module's globals during the call changes nothing of what is reported."""
+    this module's globals during the call changes nothing of what is reported. The case itself (with
+    its stand-ins' answers) is dropped before the student's code runs; only the stand-ins keep them."""
+    if case is None:
+        return None
+    case_id, call = case["id"], case["call"]
+    if stuck is not None and call in stuck:
+        return (case_id, "timeout", "not tried: an earlier call of the same function ran out of time",
+                ("other", "nothing"), (), (), ())
     restore, pop_modes, greedy, describe = _restore_with, _pop_modes, _greedy_ids, _describe
+    stand_in_module, set_attribute, get_attribute = _StandInModule, setattr, getattr
+    weights_of, load_weights = torch.nn.Module.state_dict, torch.nn.Module.load_state_dict
     stop_alarm, timer, timeout_type, short = signal.setitimer, signal.ITIMER_PROF, _Timeout, _short
     status, error, result, extra, budget = "ok", None, None, (), [16 << 20]
     before = len(seen)
@@ -583,40 +669,53 @@ def run_case(case: dict, user_ns: dict, helpers, seen: list, case_cpu_s: float, 
             exec(helpers, user_ns)  # the notebook's given helpers, from the release
         args = [_decode(a, user_ns) for a in case["args"]]
         kwargs = {k: _decode(v, user_ns) for k, v in case["kwargs"]}
-        target = user_ns.get(case["call"])
+        target = user_ns.get(call)
         if target is None:
-            raise NameError(f"name '{case['call']}' is not defined in the notebook")
-        decoding = None
+            raise NameError(f"name '{call}' is not defined in the notebook")
+        decoding = recipe = None
         if case["consistency"] is not None:  # the grader decodes the model itself, before translate runs
             source, lengths = _source_batch(args[1], case["consistency"][0])
-            decoding = (source, lengths, int(source.shape[1]))
+            decoding, recipe = (source, lengths, int(source.shape[1])), case["consistency"][2]
+        construct = None if case["construct"] is None else dict(case["construct"])
+        state = {k: _decode(v, user_ns) for k, v in case["state"]}
+        # The stand-ins, built now: afterwards their answers live in their keyword defaults only.
+        global_stand_ins, attribute_stand_ins, spec = [], [], None
         for spec in case["stand_ins"]:
             if spec[0] == "global":
                 installed.append((spec[1], user_ns.get(spec[1], _MISSING)))
-        state = {k: _decode(v, user_ns) for k, v in case["state"]}
-        builds = [(spec, _build_stand_in) for spec in case["stand_ins"]]
+                global_stand_ins.append((spec[1], _build_stand_in(spec, user_ns)))
+            else:
+                attribute_stand_ins.append((spec[1], _build_stand_in(spec, user_ns)))
+        del case, spec
         _alarm(case_cpu_s)
         # -- the student's code, from here to the end of the try block
-        if case["construct"] is not None:
-            target = target(**dict(case["construct"]))
+        if construct is not None:
+            target = target(**construct)
             if state:
                 # Convert first: float64 weights loaded into float32 parameters would be rounded.
                 target = target.to(next(iter(state.values())).dtype)
                 target.load_state_dict(state, strict=True)
-        for spec, build in builds:
-            if spec[0] == "global":
-                user_ns[spec[1]] = build(spec, user_ns)
-            else:
-                setattr(target, spec[1], build(spec, user_ns, owner=target))
+        for name, stand_in in global_stand_ins:
+            user_ns[name] = stand_in
+        for name, stand_in in attribute_stand_ins:
+            set_attribute(target, name, stand_in_module(get_attribute(target, name), stand_in))
+        del global_stand_ins, attribute_stand_ins
         if decoding is not None:
+            # A fresh model of the notebook's classes with the model's weights: nothing set on the model's
+            # instances (a forward, an encoder replaced) comes along.
             model = args[0]
-            decoded = greedy(model, *decoding)
             decoder = getattr(model, "decoder", None)
-            extra = ("decoded", decoded, type(decoder) is user_ns.get("AttentionDecoder", _MISSING),
-                     type(getattr(decoder, "attention", None)) is user_ns.get("AdditiveAttention", _MISSING))
+            own = (type(decoder) is user_ns.get("AttentionDecoder", _MISSING),
+                   type(getattr(decoder, "attention", None)) is user_ns.get("AdditiveAttention", _MISSING))
+            (encoder_class, encoder_args), (decoder_class, decoder_args), model_class = recipe
+            fresh = user_ns[model_class](user_ns[encoder_class](*encoder_args), user_ns[decoder_class](*decoder_args))
+            load_weights(fresh, weights_of(model), strict=True)
+            extra = ("decoded", greedy(fresh, *decoding), *own)
         result = target(*args, **kwargs)
     except timeout_type as timeout:
         status, error = "timeout", str(timeout)
+        if stuck is not None:
+            stuck.add(call)
     except BaseException as exc:  # the student's code may raise anything; it is data here
         stop_alarm(timer, 0)
         status = "error"
@@ -639,7 +738,7 @@ def run_case(case: dict, user_ns: dict, helpers, seen: list, case_cpu_s: float, 
         returned = describe(result, budget)
         after = tuple(describe(arg, budget) if type(arg) is torch.Tensor else ("skip",) for arg in args)
     forbidden = tuple(sorted(set(seen[before:])))
-    return status, error, returned, after, forbidden, extra
+    return case_id, status, error, returned, after, forbidden, extra
 
 
 _MISSING = object()
@@ -655,6 +754,51 @@ def _load_standin() -> None:
         spec = importlib.util.spec_from_file_location("attention_course_standin", path)
         STANDIN = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(STANDIN)
+
+
+# Seccomp: the system calls that start a program, per architecture (audit arch, execve, execveat).
+_EXEC_SYSCALLS = {"x86_64": (0xC000003E, 59, 322), "aarch64": (0xC00000B7, 221, 281)}
+
+
+def deny_new_programs() -> bool:
+    """A seccomp filter, for this process and every process it starts: execve and execveat fail with EPERM,
+    and so does any system call of another architecture's ABI (32-bit calls on x86_64). It cannot be
+    removed. Audit hooks miss some ways of starting a program (``_posixsubprocess.fork_exec`` raises no
+    event); the kernel does not. Returns False where this machine's architecture is not known here."""
+    import ctypes
+    import struct
+
+    native = _EXEC_SYSCALLS.get(os.uname().machine)
+    if native is None:
+        return False
+    arch, execve, execveat = native
+    load, jump_eq, accept = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    allow, eperm = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    program = [
+        (load, 0, 0, 4),  # the architecture
+        (jump_eq, 1, 0, arch),
+        (accept, 0, 0, eperm),
+        (load, 0, 0, 0),  # the system call number
+        (jump_eq, 3, 0, execve),
+        (jump_eq, 2, 0, execveat),
+        (0x35, 1, 0, 0x40000000),  # BPF_JMP|BPF_JGE|BPF_K: the x32 ABI's numbers
+        (accept, 0, 0, allow),
+        (accept, 0, 0, eperm),
+    ]
+    filters = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
+    buffer = ctypes.create_string_buffer(filters, len(filters))
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
+    fprog = Program(len(program), ctypes.addressof(buffer))
+    if libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise OSError(ctypes.get_errno(), "PR_SET_SECCOMP failed")
+    return True
 
 
 def _leak(objects) -> None:
@@ -686,19 +830,15 @@ def grade_in_child(user_ns: dict, plan: tuple, helpers_source: str, phase: str, 
         os._exit(0)
     helpers = compile(helpers_source, "<given helpers>", "exec") if helpers_source else None
     _send(("ready", phase))
-    cases = _receive()
     stuck = set()  # a call that timed out once is not tried again: its other cases would time out too
-    for case in cases:
-        if case["call"] in stuck:
-            outcome = ("timeout", "not tried: an earlier call of the same function ran out of time", ("other", "nothing"),
-                       (), (), ())
-        else:
-            _restore(plan)
-            _pop_modes()
-            outcome = run_case(case, user_ns, helpers, seen, case_cpu_s, plan)
-            if outcome[0] == "timeout":
-                stuck.add(case["call"])
-        _send(("result", case["id"], *outcome))
+    # One case at a time, and no frame holds it while the student's code runs (run_case drops it):
+    # frames are readable, and a case carries its stand-in's correct answer.
+    while True:
+        _send(("next",))
+        outcome = run_case(_receive(), user_ns, helpers, seen, case_cpu_s, plan, stuck)
+        if outcome is None:
+            break
+        _send(("result", *outcome))
     _send(("done",))
     os._exit(0)
 
@@ -706,6 +846,8 @@ def grade_in_child(user_ns: dict, plan: tuple, helpers_source: str, phase: str, 
 def main(folder: Path) -> None:
     program = json.loads((folder / "program.json").read_text(encoding="utf-8"))
     (folder / "program.json").unlink()
+    global _SIGNER
+    _SIGNER = _make_signer(bytes.fromhex(program.pop("key")))
     sealed = program["phase"] == "sealed"
     seen: list = []  # the operators refused, in order; each graded call reports its own
     seal_problem = ""
@@ -718,6 +860,8 @@ def main(folder: Path) -> None:
         del registrations
         seal_problem = _probe_seal(seen)
         seen.clear()
+        if not deny_new_programs():
+            seal_problem = seal_problem or f"no seccomp filter for the architecture {os.uname().machine}"
     _load_standin()
     # Warm up: the first use of some torch paths imports modules (seconds); do it before any limit.
     torch.zeros(2, 2).add(1).exp().sum(-1)
@@ -732,7 +876,8 @@ def main(folder: Path) -> None:
     sys.addaudithook(_make_hook(runner_pid, sealed, set(), protected))
     shell = _shell()
     user_ns = shell.user_ns
-    run_cells(shell, program["cells"], folder, program["cell_cpu_s"])
+    run_cells(shell, program["cells"], folder, program["cell_cpu_s"], sealed)
+    graded = True  # (read by the signer: no student code can set a local of this frame)
     pid = fork()
     if pid == 0:
         mask(block, every_signal)

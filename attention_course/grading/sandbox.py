@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import hashlib
+import hmac
 import os
 import resource
 import shutil
@@ -219,15 +221,19 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 class Channel:
     """The grader's side of the runner's two pipes: frames in, replies out.
 
-    ``handler(message)`` gets each message the runner sends (a plain tuple, parsed with
-    ``ast.literal_eval``) and returns bytes to send back, or None. A frame that cannot be parsed, or a
-    handler that raises ``Channel.Stop``, ends the conversation and stops the run."""
+    A frame is [length][kind][signature][repr of a plain tuple]: kind 1 is signed with ``key`` (a keyed
+    BLAKE2b digest that only the runner's graded child can make, see runner._make_signer), kind 0 is an
+    unsigned note. ``handler(message, signed)`` gets each message (parsed with ``ast.literal_eval``; a
+    signed one only if its signature is right) and returns bytes to send back, or None. A frame that
+    cannot be parsed or whose signature is wrong, or a handler that raises ``Channel.Stop``, ends the
+    conversation and stops the run."""
 
     class Stop(Exception):
         pass
 
-    def __init__(self, handler):
+    def __init__(self, handler, key: bytes = b""):
         self.handler = handler
+        self.key = key
         self.finished = threading.Event()  # the runner said it is done, or the conversation broke down
         self.problem = ""
         self.read_end, self.runner_out = os.pipe()
@@ -246,11 +252,21 @@ class Channel:
                     data = _read_exactly(incoming, size)
                     if data is None:
                         return
+                    signed = data[:1] == b"\x01"
+                    if signed:
+                        signature, data = data[1:1 + SIGNATURE_BYTES], data[1 + SIGNATURE_BYTES:]
+                        expected = hashlib.blake2b(data, key=self.key, digest_size=SIGNATURE_BYTES).digest()
+                        if not self.key or not hmac.compare_digest(signature, expected):
+                            raise Channel.Stop("a message signed with a key other than the grader's")
+                    elif data[:1] == b"\x00":
+                        data = data[1:]
+                    else:
+                        raise Channel.Stop("a frame out of the grader's protocol")
                     try:
                         message = ast.literal_eval(data.decode("utf-8"))
                     except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError) as error:
                         raise Channel.Stop(f"unreadable message from the sandbox ({type(error).__name__})")
-                    reply = self.handler(message)
+                    reply = self.handler(message, signed)
                     if reply is not None:
                         os.write(self.write_end, len(reply).to_bytes(4, "big"))
                         view = memoryview(reply)
@@ -282,6 +298,7 @@ class Channel:
 
 
 MAX_FRAME_BYTES = 32 << 20
+SIGNATURE_BYTES = 32
 
 
 def _read_exactly(stream, count: int) -> bytes | None:
@@ -386,11 +403,13 @@ def run(workdir: Path, argv: list[str], limits: Limits = Limits(), sandboxed: bo
         process.wait()
         with _RUNNING_LOCK:
             _RUNNING.discard(process)
-        reader.join(timeout=5)
+        # No timeouts here: the pipes close when the sandbox's processes are gone, and a join cut short on a
+        # busy machine would lose the end of the conversation (and change a grade).
+        reader.join()
         if channel is not None:
             channel.close()
             if server is not None:
-                server.join(timeout=5)
+                server.join()
         if cgroup is not None:
             _remove_cgroup(cgroup)
     stopped_by_us = timed_out or idle or process.returncode in (-signal.SIGKILL,)

@@ -100,7 +100,11 @@ def run_hidden_check(assignment: str, grade_id: str, namespace: dict) -> None:
                 try:
                     source, lengths = _source_batch(args[1], case.consistency[0])
                     decoder = args[0].decoder
-                    extra = ("decoded", _greedy_ids(args[0], source, lengths, int(source.shape[1])),
+                    (encoder_class, encoder_args), (decoder_class, decoder_args), model_class = case.consistency[2]
+                    fresh = namespace[model_class](namespace[encoder_class](*encoder_args),
+                                                   namespace[decoder_class](*decoder_args))
+                    fresh.load_state_dict(args[0].state_dict(), strict=True)
+                    extra = ("decoded", _greedy_ids(fresh, source, lengths, int(source.shape[1])),
                              type(decoder) is namespace.get("AttentionDecoder"),
                              type(getattr(decoder, "attention", None)) is namespace.get("AdditiveAttention"))
                 except Exception as error:

@@ -221,17 +221,21 @@ def suspicious_code(cells: list[str], locked_names: set[str]) -> list[str]:
             tree = ast.parse(source)
         except SyntaxError:
             continue
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute):
                 if node.attr in IPYTHON_HOOKS:
                     note("installs IPython hooks or input transformers", node.attr)
-                if node.attr in {"environ", "getenv", "putenv"}:
-                    note("reads or changes environment variables", node.attr)
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     chain = _attribute_chain(target)
-                    if chain and (chain[-1] in TEST_HELPERS | locked_names or "testing" in chain):
+                    # A module's or class's function patched (torch.testing.assert_close = ...), or a helper the
+                    # notebook gives redefined; a variable that happens to be called `equal` is neither.
+                    if (len(chain) > 1 and (chain[-1] in TEST_HELPERS or "testing" in chain)) or (
+                            len(chain) == 1 and chain[0] in locked_names | {"run_hidden_check"}):
                         note("replaces test helpers", ".".join(chain))
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and node.args:
                 chain = _attribute_chain(node.args[0])
@@ -265,11 +269,12 @@ def suspicious_code(cells: list[str], locked_names: set[str]) -> list[str]:
                     note("starts processes", name)
                 if name in CRASH_CALLS:
                     note("can crash or stop the runner on purpose", name)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
                 text = node.value
-                if "NBGRADER" in text.upper() or "GRADER" in text.upper():
+                if any(c.isspace() for c in text.strip()):
+                    continue  # prose (a message, a comment in a string) names things; a path or a name does not
+                if "NBGRADER" in text.upper():
                     note("looks for the grader", text[:40])
-                if any(word in text for word in OUTSIDE_WORDS) or (
-                        text.startswith(OUTSIDE_PREFIXES) and len(text) > 2 and " " not in text and "\n" not in text):
+                if any(word in text for word in OUTSIDE_WORDS) or (text.startswith(OUTSIDE_PREFIXES) and len(text) > 2):
                     note("reaches for files outside its folder", text[:60])
     return [f"{kind}: {', '.join(sorted(details))[:120]}" for kind, details in sorted(found.items())]

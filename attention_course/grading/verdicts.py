@@ -110,6 +110,7 @@ class Outcome:
 
     @classmethod
     def from_message(cls, message: tuple) -> "Outcome":
+        """("result", case id, status, error, returned, after, forbidden, extra) as the runner sends it."""
         _, _, status, error, returned, after, forbidden, extra = message
         return cls(str(status), None if error is None else str(error), returned, tuple(after),
                    tuple(str(f) for f in forbidden), tuple(extra))

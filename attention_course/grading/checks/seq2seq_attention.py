@@ -13,7 +13,8 @@ Four test cells, each judging one part:
   decoder that attends with H_i fails it and nothing else;
 - ``translate(model, sentences) -> list[str]`` (phase ``open``: the student's model may use anything):
   with the notebook's trained ``model`` (an instance built from the notebook's ``AttentionDecoder``
-  and ``AdditiveAttention``), the grader first decodes the sentences itself, greedily, and needs an
+  and ``AdditiveAttention``), the grader first rebuilds the model the task asks for from the notebook's
+  classes, loads the trained model's weights into it, decodes the sentences itself, greedily, and needs an
   exact-match accuracy of at least :data:`ACCURACY_THRESHOLD` on the 200 validation pairs of the
   shipped corpus and on 200 new sentences drawn from the grammar with the course seed; ``translate``
   must then give those same translations. With a stand-in model of the grader's
@@ -123,7 +124,8 @@ def _translation_verdict(got, expected: tuple[str, ...], case: Case, extra: tupl
                 f"'{got[miss]}'. Decode the model you are given: feed back its argmax at each step, stop at EOS "
                 "or after 2 S + 2 steps")
     if len(extra) != 4 or extra[0] != "decoded" or len(extra[1]) != len(expected):
-        return "the grader could not decode model (see the notebook's Seq2Seq: encoder, initial_state, decoder)"
+        return ("the grader could not rebuild and decode model: build it as section 4 says (Encoder and "
+                "AttentionDecoder with those sizes, in a Seq2Seq)")
     _, decoded, own_decoder, own_attention = extra
     if not own_decoder or not own_attention:
         return ("model.decoder must be your AttentionDecoder, with your AdditiveAttention as its attention: "
@@ -295,6 +297,17 @@ def _greedy_translations(seed: int, sentences: list[str]) -> tuple[str, ...]:
     return tuple(" ".join(words[i] for i in row) for row in standin.greedy(model, source, lengths))
 
 
+# The model the task asks for (section 4 of the notebook): the grader rebuilds it from the notebook's classes
+# and loads the trained model's weights into it.
+EMBED_DIM, HIDDEN_DIM = 32, 64
+
+
+def _model_recipe(corpus) -> tuple:
+    return (("Encoder", (len(corpus.source_vocab.tokens), EMBED_DIM, HIDDEN_DIM)),
+            ("AttentionDecoder", (len(corpus.target_vocab.tokens), EMBED_DIM, HIDDEN_DIM, HIDDEN_DIM, HIDDEN_DIM)),
+            "Seq2Seq")
+
+
 def translate_cases(g: torch.Generator) -> list[Case]:
     corpus = seq2seq_corpus()
     validation = corpus.held_out_pairs
@@ -302,7 +315,7 @@ def translate_cases(g: torch.Generator) -> list[Case]:
     known = _known_sources()
     new = [pair for pair in generate_pairs(2 * NEW_SENTENCES, seed=seed, max_clauses=SEQ2SEQ_MAX_CLAUSES)
            if pair.source_text not in known][:NEW_SENTENCES]
-    vocabularies = (tuple(corpus.source_vocab.tokens), tuple(corpus.target_vocab.tokens))
+    vocabularies = (tuple(corpus.source_vocab.tokens), tuple(corpus.target_vocab.tokens), _model_recipe(corpus))
     model_seed = integer(g, 0, 2**31 - 1)
     stand_in_sentences = [pair.source_text for pair in new[:STAND_IN_SENTENCES]]
     translator = StandInTranslator(model_seed, len(vocabularies[0]), len(vocabularies[1]))
