@@ -13,7 +13,8 @@ release notebook's markdown) and by the reference implementations (``attention_c
 
 A submission is an :class:`Honest`: the answer cells by grade id (the whole cell, as the student leaves
 it) and extra cells appended at the end of the notebook. Each one's ``origin`` says where its style
-comes from.
+comes from. Some first showed a problem of the grader (a lost function, or a flag), since fixed: their
+``guards`` says which, so that a test failing on them says what came back.
 """
 
 from __future__ import annotations
@@ -26,6 +27,40 @@ class Honest:
     origin: str  # where the style comes from, and what is unusual about it
     answers: dict[str, str]  # grade id -> the answer cell's whole source
     extra_cells: tuple[str, ...] = field(default=())
+    guards: str = ""  # the grader's problem this submission first showed, since fixed ("" if none)
+
+
+# The grader's problems this corpus found, since fixed (each named by the submissions' ``guards``).
+MATPLOTLIB_STARTS_PROCESSES = (
+    "importing matplotlib.pyplot builds matplotlib's font cache, which runs `fc-list` (subprocess.Popen); "
+    "the runner's audit hook notes it and the grader flags 'starts processes'")
+SEALED_BEFORE_THE_DEF = (
+    "in the sealed run torch.softmax raises from the first cell, so a check with it placed above the def in "
+    "an answer cell stops that cell before the graded function is defined: the function's points are lost")
+SEALED_TRACEBACK_TRUNCATED = (
+    "in the sealed run a scratch cell calling nn.MultiheadAttention raises deep inside torch, and IPython's "
+    "traceback (about 4,000 characters) is counted as the cell's output: flagged 'printed more than the "
+    "grader keeps (truncated)'")
+STATIC_WORDS_IN_STRINGS = (
+    "the static scan reads every string constant, docstrings included: 'grader' (the task text's own word) "
+    "flags 'looks for the grader', and 'solutions' flags 'reaches for files outside its folder'")
+GRADED_CALL_GETFRAME = (
+    "in a graded call the runner's audit hook refuses sys._getframe, which the standard library's logging "
+    "uses at every record it emits (Logger.findCaller), and so does the import of torch.distributed.tensor "
+    "that the first torch.testing.assert_close makes: the call raises PermissionError and the function's "
+    "points are lost")
+GRADED_CALL_LAZY_IMPORT = (
+    "the first print of a tensor (Tensor.__repr__ -> torch.utils._python_dispatch._disable_current_modes) "
+    "imports torch._subclasses.schema_check_mode, whose typing.NamedTuple sets "
+    "__new__.__defaults__; in a graded call the audit hook refuses that (object.__setattr__ __defaults__): "
+    "PermissionError, and the function's points are lost (unless an earlier cell happened to print a tensor)")
+RESULT_TUPLE_SUBCLASS = (
+    "the runner takes a result for a sequence only if its type is exactly tuple or list: a NamedTuple (a "
+    "tuple, which the visible test accepts with isinstance(result, tuple)) gets 'expected tensors, got "
+    "__main__.AttentionResult'")
+STATIC_ENVIRON = (
+    "the static scan flags any os.environ as 'reads or changes environment variables', even Stack Overflow's "
+    "KMP_DUPLICATE_LIB_OK fix for the OpenMP clash of torch and matplotlib on macOS")
 
 
 # =============================================================================================
@@ -283,6 +318,7 @@ fig.savefig("temperatures.png", dpi=80)
 plt.close(fig)
 ''',
     ),
+    guards=MATPLOTLIB_STARTS_PROCESSES,
 )
 
 SOFT_HARD["nested-helpers-decorators"] = Honest(
@@ -387,9 +423,9 @@ def softmax(scores, dim=-1):
     },
 )
 
-SOFT_HARD["scratch-compare-and-plot"] = Honest(
+SOFT_HARD["scratch-compare-with-torch"] = Honest(
     "Answer cells like the book's, followed by scratch cells that compare with torch.softmax and "
-    "F.softmax over random shapes, try nn.MultiheadAttention for comparison, and draw a heat map.",
+    "F.softmax over random shapes and try nn.MultiheadAttention out of curiosity.",
     {
         "softmax": '''def softmax(scores, dim=-1):
     """Softmax of ``scores`` along ``dim``: same shape and dtype, positive, summing to 1 along ``dim``."""
@@ -421,28 +457,153 @@ for shape in [(5,), (3, 4), (2, 3, 4)]:
 print("my softmax matches torch.softmax")
 ''',
         '''# nn.MultiheadAttention uses the same softmax inside (just curious)
-mha = nn.MultiheadAttention(embed_dim=4, num_heads=1, batch_first=True) if "nn" in dir() else torch.nn.MultiheadAttention(4, 1, batch_first=True)
+from torch import nn
+
+mha = nn.MultiheadAttention(embed_dim=4, num_heads=1, batch_first=True)
 q = torch.randn(1, 2, 4)
 out, w = mha(q, q, q)
 print(out.shape, w.shape, w.sum(-1))
 ''',
-        '''import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
-scores = torch.randn(6, 8)
-_, weights = soft_attention(scores, torch.randn(6, 8, 3))
-plt.imshow(weights.numpy(), cmap="Reds")
-plt.colorbar()
-plt.title("soft attention weights")
-plt.close("all")
-''',
     ),
+    guards=SEALED_TRACEBACK_TRUNCATED,
 )
 
-# ---------------------------------------------------------------------------------------------
-# Honest, and correct by the task's text, but the grader is known to get them wrong (see the report in
-# tests/test_grading_honest.py): kept here so that the tests show it.
+SOFT_HARD["numpy-roundtrip"] = Honest(
+    "A NumPy user (cs231n's softmax): the work done in NumPy on .numpy() views and wrapped back with "
+    "torch.from_numpy (same dtype); np.argmax's first occurrence for the ties; np.eye rows as one-hot weights.",
+    {
+        "softmax": '''import numpy as np
+
+
+def softmax(scores, dim=-1):
+    """Softmax of ``scores`` along ``dim``: same shape and dtype, positive, summing to 1 along ``dim``."""
+    x = scores.detach().cpu().numpy()
+    e = np.exp(x - np.max(x, axis=dim, keepdims=True))  # shift for numeric stability (cs231n)
+    return torch.from_numpy(e / np.sum(e, axis=dim, keepdims=True))
+''',
+        "soft_attention": '''def soft_attention(scores, values, temperature=1.0):
+    """scores (..., K), values (..., K, d) -> (output (..., d), weights (..., K))."""
+    weights = softmax(scores / temperature)
+    output = np.einsum("...k,...kd->...d", weights.numpy(), values.detach().numpy())
+    return torch.from_numpy(output), weights
+''',
+        "hard_attention": '''def hard_attention(scores, values):
+    """scores (..., K), values (..., K, d) -> (output (..., d), one-hot weights (..., K))."""
+    s = scores.detach().numpy()
+    one_hot = np.eye(s.shape[-1], dtype=s.dtype)[np.argmax(s, axis=-1)]  # argmax: first occurrence
+    output = (one_hot[..., None] * values.detach().numpy()).sum(axis=-2)
+    return torch.from_numpy(output), torch.from_numpy(one_hot)
+''',
+    },
+)
+
+SOFT_HARD["softmax-as-module"] = Honest(
+    "Object-oriented: softmax is an instance of a hand-written nn.Softmax look-alike (a module with a "
+    "default dim), hard attention's pieces are static and class methods of a helper class.",
+    {
+        "softmax": '''class Softmax(torch.nn.Module):
+    """Like torch.nn.Softmax(dim), written by hand (the real one is not allowed)."""
+
+    def __init__(self, default_dim=-1):
+        super().__init__()
+        self.default_dim = default_dim
+
+    def forward(self, scores, dim=None):
+        dim = self.default_dim if dim is None else dim
+        shifted = scores - scores.amax(dim=dim, keepdim=True)
+        exps = shifted.exp()
+        return exps / exps.sum(dim=dim, keepdim=True)
+
+    def extra_repr(self):
+        return f"default_dim={self.default_dim}"
+
+
+softmax = Softmax()
+''',
+        "soft_attention": '''def soft_attention(scores, values, temperature=1.0):
+    """scores (..., K), values (..., K, d) -> (output (..., d), weights (..., K))."""
+    weights = softmax(scores / temperature)
+    return torch.einsum("...k,...kd->...d", weights, values), weights
+''',
+        "hard_attention": '''class _OneHot:
+    """Helpers for hard attention."""
+
+    @staticmethod
+    def first_max(scores):
+        return scores.argmax(dim=-1)  # the first maximum on ties
+
+    @classmethod
+    def weights(cls, scores):
+        return F.one_hot(cls.first_max(scores), scores.shape[-1]).to(scores.dtype)
+
+
+def hard_attention(scores, values):
+    """scores (..., K), values (..., K, d) -> (output (..., d), one-hot weights (..., K))."""
+    weights = _OneHot.weights(scores)
+    return torch.einsum("...k,...kd->...d", weights, values), weights
+''',
+    },
+)
+
+
+SOFT_HARD["logging-not-print"] = Honest(
+    "An engineer's habit: the logging module instead of print (basicConfig at INFO, a module logger), "
+    "one log line per call in every function.",
+    {
+        "softmax": '''import logging
+
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+log = logging.getLogger("attention")
+
+
+def softmax(scores, dim=-1):
+    """Softmax of ``scores`` along ``dim``: same shape and dtype, positive, summing to 1 along ``dim``."""
+    log.info("softmax of %s scores along dim %d", tuple(scores.shape), dim)
+    shifted = scores - scores.amax(dim=dim, keepdim=True)
+    exps = torch.exp(shifted)
+    return exps / exps.sum(dim=dim, keepdim=True)
+''',
+        "soft_attention": '''def soft_attention(scores, values, temperature=1.0):
+    """scores (..., K), values (..., K, d) -> (output (..., d), weights (..., K))."""
+    log.info("soft attention over %d keys at temperature %s", scores.shape[-1], temperature)
+    weights = softmax(scores / temperature, dim=-1)
+    return (weights.unsqueeze(-1) * values).sum(dim=-2), weights
+''',
+        "hard_attention": '''def hard_attention(scores, values):
+    """scores (..., K), values (..., K, d) -> (output (..., d), one-hot weights (..., K))."""
+    chosen = scores.argmax(dim=-1)
+    log.info("hard attention chose %s", chosen.tolist())
+    weights = F.one_hot(chosen, num_classes=scores.shape[-1]).to(scores.dtype)
+    return (weights.unsqueeze(-1) * values).sum(dim=-2), weights
+''',
+    },
+    guards=GRADED_CALL_GETFRAME,
+)
+
+SOFT_HARD["prints-tensors"] = Honest(
+    "print debugging of values, not just shapes: soft_attention prints the weights tensor it computed "
+    "(and no other cell happens to print a tensor before).",
+    {
+        "softmax": '''def softmax(scores, dim=-1):
+    """Softmax of ``scores`` along ``dim``: same shape and dtype, positive, summing to 1 along ``dim``."""
+    shifted = scores - scores.amax(dim=dim, keepdim=True)
+    exps = torch.exp(shifted)
+    return exps / exps.sum(dim=dim, keepdim=True)
+''',
+        "soft_attention": '''def soft_attention(scores, values, temperature=1.0):
+    """scores (..., K), values (..., K, d) -> (output (..., d), weights (..., K))."""
+    weights = softmax(scores / temperature, dim=-1)
+    print("weights:", weights)
+    return (weights.unsqueeze(-1) * values).sum(dim=-2), weights
+''',
+        "hard_attention": '''def hard_attention(scores, values):
+    """scores (..., K), values (..., K, d) -> (output (..., d), one-hot weights (..., K))."""
+    weights = F.one_hot(scores.argmax(dim=-1), num_classes=scores.shape[-1]).to(scores.dtype)
+    return (weights.unsqueeze(-1) * values).sum(dim=-2), weights
+''',
+    },
+    guards=GRADED_CALL_LAZY_IMPORT,
+)
 
 SOFT_HARD["looks-at-torch-softmax-first"] = Honest(
     "A student who first prints what torch.softmax gives at the top of the softmax cell (the notebook "
@@ -469,6 +630,7 @@ def softmax(scores, dim=-1):
     return (weights.unsqueeze(-1) * values).sum(dim=-2), weights
 ''',
     },
+    guards=SEALED_BEFORE_THE_DEF,
 )
 
 SOFT_HARD["docstring-quotes-the-task"] = Honest(
@@ -495,6 +657,7 @@ SOFT_HARD["docstring-quotes-the-task"] = Honest(
 print("my solutions pass the visible tests")
 ''',
     },
+    guards=STATIC_WORDS_IN_STRINGS,
 )
 
 
@@ -522,6 +685,43 @@ _TS_ADDITIVE_D2L = '''class AdditiveScore(nn.Module):
         # There is only one output of self.w_v, so we remove the last one-dimensional entry from the shape.
         return self.w_v(features).squeeze(-1)
 '''
+
+# The solution's own style, for submissions that differ from it in a cell or two.
+_TS_SOLUTION_STYLE = {
+    "dot_score": '''def dot_score(queries, keys):
+    """queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K): every query's dot product with every key."""
+    return torch.bmm(queries, keys.transpose(1, 2))
+''',
+    "scaled_dot_score": '''def scaled_dot_score(queries, keys):
+    """queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K): the dot products divided by sqrt(d)."""
+    return dot_score(queries, keys) / math.sqrt(queries.shape[-1])
+''',
+    "cosine_score": '''def cosine_score(queries, keys, eps=1e-8):
+    """queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K): cosines, and 0 for a zero vector."""
+    unit_queries = queries / queries.norm(dim=-1, keepdim=True).clamp_min(eps)
+    unit_keys = keys / keys.norm(dim=-1, keepdim=True).clamp_min(eps)
+    return dot_score(unit_queries, unit_keys)
+''',
+    "AdditiveScore": _TS_ADDITIVE_D2L,
+    "masked_softmax": '''def masked_softmax(scores, valid_lens=None):
+    """scores (B, Q, K), valid_lens (B,), (B, Q) or None -> weights (B, Q, K), exactly 0 where masked."""
+    if valid_lens is None:
+        keep = torch.ones_like(scores, dtype=torch.bool)
+    else:
+        lengths = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]
+        keep = torch.arange(scores.shape[-1]) < lengths[..., None]
+    masked = scores.masked_fill(~keep, -math.inf)
+    shift = masked.amax(dim=-1, keepdim=True)
+    shift = torch.where(torch.isinf(shift), torch.zeros_like(shift), shift)
+    exps = torch.exp(masked - shift)
+    return exps / exps.sum(dim=-1, keepdim=True).clamp_min(1.0)
+''',
+    "attention": '''def attention(queries, keys, values, score_fn, valid_lens=None):
+    """queries (B, Q, d_q), keys (B, K, d_k), values (B, K, d_v) -> (output (B, Q, d_v), weights (B, Q, K))."""
+    weights = masked_softmax(score_fn(queries, keys), valid_lens)
+    return torch.bmm(weights, values), weights
+''',
+}
 
 THREE_STAGES["d2l-sequence-mask"] = Honest(
     "d2l.ai 11.3: masked_softmax with repeat_interleave and sequence_mask(value=-1e6) (on a clone: d2l's "
@@ -1204,6 +1404,65 @@ fig.savefig("heatmaps.png")
 plt.close(fig)
 ''',
     ),
+    guards=MATPLOTLIB_STARTS_PROCESSES,
+)
+
+THREE_STAGES["logging-zero-vectors"] = Honest(
+    "logging.warning instead of warnings.warn when cosine_score meets a zero vector (it does in the hidden "
+    "cases); the solution's style otherwise.",
+    {
+        **_TS_SOLUTION_STYLE,
+        "cosine_score": '''import logging
+
+
+def cosine_score(queries, keys, eps=1e-8):
+    """queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K): cosines, and 0 for a zero vector."""
+    q_norm = queries.norm(dim=-1, keepdim=True)
+    k_norm = keys.norm(dim=-1, keepdim=True)
+    if (q_norm == 0).any() or (k_norm == 0).any():
+        logging.warning("cosine_score: zero vectors get a score of 0")
+    return dot_score(queries / q_norm.clamp_min(eps), keys / k_norm.clamp_min(eps))
+''',
+    },
+    guards=GRADED_CALL_GETFRAME,
+)
+
+THREE_STAGES["assert-close-self-check"] = Honest(
+    "A self-check inside dot_score with torch.testing.assert_close (the comparison the PyTorch docs "
+    "recommend): one entry of the batched product against a plain dot product.",
+    {
+        **_TS_SOLUTION_STYLE,
+        "dot_score": '''def dot_score(queries, keys):
+    """queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K): every query's dot product with every key."""
+    scores = torch.bmm(queries, keys.transpose(1, 2))
+    # self-check: the first entry is the dot product of the first query and the first key
+    torch.testing.assert_close(scores[0, 0, 0], torch.dot(queries[0, 0], keys[0, 0]))
+    return scores
+''',
+    },
+    guards=GRADED_CALL_GETFRAME,
+)
+
+THREE_STAGES["namedtuple-result"] = Honest(
+    "attention returns a typing.NamedTuple (output, weights), as torch.max returns (values, indices): a "
+    "tuple, so `output, weights = attention(...)` and the visible test's isinstance(result, tuple) hold.",
+    {
+        **_TS_SOLUTION_STYLE,
+        "attention": '''from typing import NamedTuple
+
+
+class AttentionResult(NamedTuple):
+    output: torch.Tensor   # (B, Q, d_v)
+    weights: torch.Tensor  # (B, Q, K)
+
+
+def attention(queries, keys, values, score_fn, valid_lens=None):
+    """queries (B, Q, d_q), keys (B, K, d_k), values (B, K, d_v) -> (output (B, Q, d_v), weights (B, Q, K))."""
+    weights = masked_softmax(score_fn(queries, keys), valid_lens)
+    return AttentionResult(output=torch.bmm(weights, values), weights=weights)
+''',
+    },
+    guards=RESULT_TUPLE_SUBCLASS,
 )
 
 THREE_STAGES["sanity-check-before-def"] = Honest(
@@ -1251,13 +1510,20 @@ def masked_softmax(scores, valid_lens=None):
     return torch.bmm(weights, values), weights
 ''',
     },
+    guards=SEALED_BEFORE_THE_DEF,
 )
 
-THREE_STAGES["os-environ-for-plots"] = Honest(
+THREE_STAGES["os-environ-kmp-fix"] = Honest(
     "Stack Overflow's fix for 'OMP: Error #15' on macOS (torch and matplotlib each bringing an OpenMP): "
-    "os.environ['KMP_DUPLICATE_LIB_OK'] = 'TRUE' in a plotting cell; the solution's style otherwise.",
+    "os.environ['KMP_DUPLICATE_LIB_OK'] = 'TRUE' at the top of the first answer cell; the solution's style "
+    "otherwise.",
     {
-        "dot_score": '''def dot_score(queries, keys):
+        "dot_score": '''import os
+
+os.environ["KMP_DUPLICATE_LIB_OK"] = "TRUE"   # "OMP: Error #15" on my Mac otherwise (Stack Overflow)
+
+
+def dot_score(queries, keys):
     """queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K): every query's dot product with every key."""
     return torch.bmm(queries, keys.transpose(1, 2))
 ''',
@@ -1291,18 +1557,7 @@ THREE_STAGES["os-environ-for-plots"] = Honest(
     return torch.bmm(weights, values), weights
 ''',
     },
-    extra_cells=(
-        '''import os
-os.environ["KMP_DUPLICATE_LIB_OK"] = "TRUE"   # OMP: Error #15 on my Mac otherwise
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
-_, w = attention(chapter_query, chapter_keys, chapter_values, dot_score)
-plt.bar(range(3), w[0, 0].numpy())
-plt.close("all")
-''',
-    ),
+    guards=STATIC_ENVIRON,
 )
 
 
@@ -1708,6 +1963,7 @@ fig.savefig("attention.png")
 plt.close(fig)
 ''',
     ),
+    guards=MATPLOTLIB_STARTS_PROCESSES,
 )
 
 SEQ2SEQ["print-debugging"] = Honest(
@@ -1739,7 +1995,10 @@ SEQ2SEQ["print-debugging"] = Honest(
         return logits, hidden, weights
 ''',
         "train": _S2S_TRAIN + '''print("trained to", validation_accuracy)
-print(decode_target(model(*training_batch(train_pairs[:1])[:2], training_batch(train_pairs[:1])[2])[0].argmax(-1)[0]))
+source, lengths, target_input, _ = training_batch(train_pairs[:1])
+with torch.no_grad():
+    logits, _ = model(source, lengths, target_input)
+print(train_pairs[0][1], "->", decode_target(logits.argmax(-1)[0]))
 ''',
         "translate": '''def translate(model, sentences):
     """English sentences (list of str) -> their Chinese translations (list of str), by greedy decoding of model."""
@@ -1916,18 +2175,17 @@ def masked_softmax(scores: Tensor, lengths: Tensor) -> Tensor:
 )
 
 SEQ2SEQ["inplace-on-copies"] = Honest(
-    "NumPy habits: a clone of the scores written into with boolean indexing, then sub_/exp_/div_ in place "
-    "on that copy; the context by broadcasting; translate that fills PAD after EOS in a preallocated tensor.",
+    "NumPy habits: a clone of the scores written into with boolean indexing, then -= in place on that "
+    "copy; the context by broadcasting; translate that fills PAD after EOS in a preallocated tensor.",
     {
         "masked_softmax": '''def masked_softmax(scores, lengths):
     """scores (B, S), lengths (B,) -> weights (B, S): each row's first lengths[b] scores normalised, 0 beyond."""
     weights = scores.clone()
     padding = torch.arange(scores.shape[1])[None, :] >= lengths[:, None]
     weights[padding] = float("-inf")
-    weights.sub_(weights.max(dim=1, keepdim=True).values)
-    weights.exp_()
-    weights.div_(weights.sum(dim=1, keepdim=True))
-    return weights
+    weights -= weights.max(dim=1, keepdim=True).values
+    weights = weights.exp()   # not exp_ (nor /= below): backward needs exp's output as it was
+    return weights / weights.sum(dim=1, keepdim=True)
 ''',
         "AdditiveAttention": _S2S_ATTENTION_INIT + '''
     def forward(self, query, keys, lengths):
@@ -2033,6 +2291,41 @@ train(model)
     },
 )
 
+SEQ2SEQ["logging-progress"] = Honest(
+    "An engineer's translate that logs its progress with the logging module (basicConfig at INFO) instead "
+    "of printing; the same parts as print-debugging otherwise.",
+    {
+        **SEQ2SEQ["print-debugging"].answers,
+        "train": _S2S_TRAIN,
+        "translate": '''import logging
+
+logging.basicConfig(level=logging.INFO)
+logger = logging.getLogger("translate")
+
+
+def translate(model, sentences):
+    """English sentences (list of str) -> their Chinese translations (list of str), by greedy decoding of model."""
+    logger.info("translating %d sentences", len(sentences))
+    source, lengths = source_batch(sentences)
+    with torch.no_grad():
+        states, final = model.encoder(source, lengths)
+        hidden = model.initial_state(final)
+        previous = torch.full((len(sentences),), BOS)
+        finished = torch.zeros(len(sentences), dtype=torch.bool)
+        produced = []
+        for _ in range(2 * source.shape[1] + 2):
+            logits, hidden, _ = model.decoder(previous, hidden, states, lengths)
+            previous = logits.argmax(-1)
+            produced.append(previous)
+            finished |= previous == EOS
+            if finished.all():
+                break
+    logger.info("done after %d steps", len(produced))
+    return [decode_target(row) for row in torch.stack(produced, dim=1)]
+''',
+    },
+    guards=GRADED_CALL_GETFRAME,
+)
 
 CORPUS: dict[str, dict[str, Honest]] = {
     "soft-hard": SOFT_HARD,

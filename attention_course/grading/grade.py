@@ -181,6 +181,9 @@ def _run_phase(phase: str, prepared, cases: list[tuple[str, Case]], *, release_f
         channel = sandbox.Channel(conversation, key)
         run = sandbox.run(workdir, [sys.executable, "-I", "runner.py", sandbox.INSIDE if sandboxed else str(workdir)],
                           limits, sandboxed=sandboxed, channel=channel)
+        if channel.problem and not conversation.problem:  # a frame refused before it reached the conversation
+            conversation.problem = channel.problem
+            conversation.results.clear()
         cells = _read_cells(workdir)
     return conversation, run, cells
 

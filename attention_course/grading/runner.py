@@ -80,10 +80,8 @@ BLOCK_GRADED = frozenset({
     "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.kill", "os.killpg", "subprocess.Popen",
     "signal.pthread_kill", "socket.__new__",
 })
-# Attributes whose reading gives a function's code or hidden defaults (where a stand-in keeps its answer):
-# refused in graded calls, and for the runner's own functions always.
-GUARDED_READS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
-# Attributes whose writing rewrites a function: the runner's own, always; a function's code, in graded calls.
+# A function's code and defaults: no code may read or write them for the runner's own functions and the
+# stand-ins (which keep their answers there); no code may replace any function's code.
 GUARDED_WRITES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 # Events worth telling the instructor about when the student's cells use them (not what libraries do:
 # matplotlib starts fc-list, libraries load native code).
@@ -98,7 +96,7 @@ class _Timeout(BaseException):
     """Raised by the CPU-time alarm; a BaseException so that ``except Exception`` does not swallow it."""
 
 
-def _make_hook(runner_pid: int, sealed: bool, noted: set, protected: tuple):
+def _make_hook(runner_pid: int, sealed: bool, noted: set, protected: tuple, guarded_ids: set):
     """The audit hook. Everything it uses is bound now, as positional defaults (a tuple: unlike keyword
     defaults, it cannot be changed in place): nothing in a module can change it, and no code can change the
     code or the defaults of the ``protected`` functions (the hook itself and the functions the graded child
@@ -108,18 +106,18 @@ def _make_hook(runner_pid: int, sealed: bool, noted: set, protected: tuple):
     def hook(event, args, _always=BLOCK_ALWAYS, _sealed=BLOCK_SEALED if sealed else frozenset(), _ctypes=sealed,
              _graded=BLOCK_GRADED, _writes=GUARDED_WRITES, _getpid=os.getpid,
              _pid=runner_pid, _noted=noted, _notes=NOTED, _write=os.write, _fd=CHANNEL_OUT, _repr=repr, _len=len,
-             _error=PermissionError, _pack=int.to_bytes, _protected=protected):
+             _error=PermissionError, _pack=int.to_bytes, _guarded=guarded_ids, _id=id, _protected=protected):
         in_graded_call = _getpid() != _pid
         refused = event in _always or event in _sealed or (_ctypes and event.startswith("ctypes."))
         if not refused and _len(args) > 1 and (event == "object.__setattr__" or event == "object.__delattr__"
                                                or event == "object.__getattr__"):
             name = args[1]
             if name in _writes:  # (the same names are guarded for reading)
-                refused = name == "__code__" and event != "object.__getattr__" or (
-                    in_graded_call and event == "object.__getattr__")
+                guarded = _id(args[0]) in _guarded
                 for function in _protected:
                     if function is args[0]:
-                        refused = True
+                        guarded = True
+                refused = guarded or (name == "__code__" and event != "object.__getattr__")
         if not refused and in_graded_call:
             refused = event in _graded or event.startswith("ctypes.")
         if not in_graded_call and event in _notes and event not in _noted:
@@ -132,8 +130,20 @@ def _make_hook(runner_pid: int, sealed: bool, noted: set, protected: tuple):
         if refused:
             raise _error(f"the grader does not allow {event} here")
 
-    hook.__defaults__ = (*hook.__defaults__[:-1], (hook, *protected))
+    hook.__defaults__ = (*hook.__defaults__[:-1], (hook, *protected))  # _protected, the last one, with the hook
     return hook
+
+
+def _make_guard(guarded_ids: set):
+    """guard(function): from now on no code may read or replace its code or defaults (a stand-in keeps its
+    answer there). The set is reachable only through this function's and the hook's defaults."""
+
+    def guard(function, _ids=guarded_ids, _keep=[], _id=id):
+        _keep.append(function)  # alive for good: an id is never reused by another object
+        _ids.add(_id(function))
+        return function
+
+    return guard
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,18 +176,34 @@ def _short(text: str) -> str:
     return text if len(text) <= TEXT_LIMIT else text[:TEXT_LIMIT] + " [...]"
 
 
-def _alarm(seconds: float) -> None:
-    """Interrupt after ``seconds`` of CPU time (not wall time: a busy machine must not fail an honest cell)."""
+IDLE_S = 15.0  # wall seconds without CPU progress after which a cell or a call is stopped (it waits or sleeps)
 
-    def handler(signum, frame):
+
+def _alarm(seconds: float) -> None:
+    """Interrupt after ``seconds`` of CPU time (not wall time: a busy machine must not fail an honest cell),
+    or when IDLE_S seconds of wall time pass without any CPU progress: a call that waits on a pipe or sleeps
+    makes none, however busy the machine, and one that computes always makes some."""
+
+    def on_cpu(signum, frame):
         raise _Timeout(f"used more than {seconds:g} s of CPU time")
 
-    signal.signal(signal.SIGPROF, handler)
+    progress = [time.process_time()]
+
+    def on_wall(signum, frame):
+        now = time.process_time()
+        if now - progress[0] < 0.05:
+            raise _Timeout(f"made no progress for {IDLE_S:g} s (it waits or sleeps)")
+        progress[0] = now
+
+    signal.signal(signal.SIGPROF, on_cpu)
+    signal.signal(signal.SIGALRM, on_wall)
     signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, IDLE_S, IDLE_S)
 
 
-def _cancel_alarm() -> None:
-    signal.setitimer(signal.ITIMER_PROF, 0)
+def _cancel_alarm(_set=signal.setitimer, _cpu=signal.ITIMER_PROF, _wall=signal.ITIMER_REAL) -> None:
+    _set(_cpu, 0)
+    _set(_wall, 0)
 
 
 def _shell():
@@ -215,15 +241,20 @@ def run_cells(shell, cells: list[str], folder: Path, cell_cpu_s: float, sealed: 
         (folder / "cells.json").write_text(json.dumps(report), encoding="utf-8")
 
 
+def _refused(failure: BaseException | None) -> bool:
+    """An error that the grader caused (a switched-off function, or something the audit hook refuses)."""
+    return failure is not None and (REFUSAL in str(failure) or "the grader does not allow" in str(failure))
+
+
 def _run_cell(shell, source: str, sealed: bool) -> BaseException | None:
-    """Run a cell; the error it raised, if any. In a sealed run, a top-level statement that calls a switched-off
-    function fails alone: the statements after it still run (a comparison with torch.softmax above a def
-    must not take the def with it)."""
+    """Run a cell; the error it raised, if any. A top-level statement that the grader refuses (a call of a
+    switched-off function, `!pip ...` in a sealed run) fails alone: the statements after it still run (a
+    comparison with torch.softmax above a def must not take the def with it)."""
     result = shell.run_cell(source, store_history=False)
     first = result.error_before_exec or result.error_in_exec
     failure = first
     for _ in range(100):
-        if not sealed or failure is None or REFUSAL not in str(failure):
+        if not _refused(failure):
             break
         source = _statements_after(shell, source, failure)
         if not source:
@@ -404,6 +435,7 @@ def _probe_seal(seen: list) -> str:
 
 SIGNATURE_BYTES = 32
 _SIGNER = None  # set by main() before the first cell: see _make_signer
+_GUARD = None  # set by main() before the first cell: see _make_guard
 
 
 def _send(message: tuple) -> None:
@@ -426,11 +458,15 @@ def _make_signer(key: bytes):
              _child_code=grade_in_child.__code__, _main_code=main.__code__, _mask=signal.pthread_sigmask,
              _block=signal.SIG_BLOCK, _restore_mask=signal.SIG_SETMASK, _signals=signal.valid_signals(),
              _error=PermissionError, _type=type, _bytes=bytes, _size=SIGNATURE_BYTES):
-        caller = _frame(1)
-        sender = caller.f_back
-        top = sender.f_back if sender.f_code is _child_code else sender
-        if (caller.f_code is not _send_code or (sender.f_code is not _child_code and sender.f_code is not _main_code)
-                or top.f_code is not _main_code or top.f_locals.get("graded") is not True or _type(data) is not _bytes):
+        try:
+            caller = _frame(1)
+            sender = caller.f_back
+            top = sender.f_back if sender.f_code is _child_code else sender
+            allowed = (caller.f_code is _send_code and (sender.f_code is _child_code or sender.f_code is _main_code)
+                       and top.f_code is _main_code and top.f_locals.get("graded") is True and _type(data) is _bytes)
+        except (AttributeError, ValueError):
+            allowed = False
+        if not allowed:
             raise _error("only the grader's runner signs its messages")
         previous = _mask(_block, _signals)  # no handler of the student's may run while the key is in a frame
         try:
@@ -562,7 +598,7 @@ def _stand_in_function(yours, params: tuple, defaults: dict, matchers: tuple, an
             raise _error(f"name '{_label}' is not defined")
         return _yours(*args, **kwargs)
 
-    return stand_in
+    return _GUARD(stand_in)
 
 
 class _StandInModule(torch.nn.Module):
@@ -660,7 +696,7 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
     restore, pop_modes, greedy, describe = _restore_with, _pop_modes, _greedy_ids, _describe
     stand_in_module, set_attribute, get_attribute = _StandInModule, setattr, getattr
     weights_of, load_weights = torch.nn.Module.state_dict, torch.nn.Module.load_state_dict
-    stop_alarm, timer, timeout_type, short = signal.setitimer, signal.ITIMER_PROF, _Timeout, _short
+    cancel, timeout_type, short = _cancel_alarm, _Timeout, _short
     status, error, result, extra, budget = "ok", None, None, (), [16 << 20]
     before = len(seen)
     installed = []
@@ -717,14 +753,14 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
         if stuck is not None:
             stuck.add(call)
     except BaseException as exc:  # the student's code may raise anything; it is data here
-        stop_alarm(timer, 0)
+        cancel()
         status = "error"
         try:
             error = short(f"{type(exc).__name__}: {exc}")
         except BaseException:
             error = type(exc).__name__
     finally:
-        stop_alarm(timer, 0)
+        cancel()
         restore(plan)
         pop_modes()
     # -- from here on, nothing of the student's runs (describing a tensor calls no Python code of theirs)
@@ -824,7 +860,7 @@ def grade_in_child(user_ns: dict, plan: tuple, helpers_source: str, phase: str, 
     gc.callbacks.clear()
     torch.set_num_threads(1)
     _pop_modes()
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPROF})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPROF, signal.SIGALRM})
     if seal_problem:
         _send(("broken-seal", seal_problem))
         os._exit(0)
@@ -866,6 +902,9 @@ def main(folder: Path) -> None:
     # Warm up: the first use of some torch paths imports modules (seconds); do it before any limit.
     torch.zeros(2, 2).add(1).exp().sum(-1)
     runner_pid = os.getpid()
+    global _GUARD
+    guarded_ids: set = set()
+    _GUARD = _make_guard(guarded_ids)
     plan = _snapshot()
     # Bound here, as locals of this frame: what the graded child needs, and what it needs before it has
     # restored the snapshot. No student code can rebind a local of this frame.
@@ -873,7 +912,7 @@ def main(folder: Path) -> None:
     helpers_source, phase, case_cpu_s = str(program["helpers"]), str(program["phase"]), float(program["case_cpu_s"])
     mask, block, every_signal = signal.pthread_sigmask, signal.SIG_BLOCK, signal.valid_signals()
     protected = tuple(value for value in globals().values() if isinstance(value, types.FunctionType))
-    sys.addaudithook(_make_hook(runner_pid, sealed, set(), protected))
+    sys.addaudithook(_make_hook(runner_pid, sealed, set(), protected, guarded_ids))
     shell = _shell()
     user_ns = shell.user_ns
     run_cells(shell, program["cells"], folder, program["cell_cpu_s"], sealed)
