@@ -150,6 +150,11 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
     mean = sum(s.score for s in summaries) / len(summaries)
     print(f"\n{len(summaries)} students graded, mean {mean:.2f}; {len(flagged)} with notes above. "
           f"Gradebook: {course.root / 'gradebook.db'}")
+    failed = [s.student for s in summaries if any(f.startswith("grader error") for f in s.flags)]
+    if failed:
+        print(f"the grader itself failed on {len(failed)} submission(s) ({', '.join(failed[:5])}): they have no grade; "
+              "run the same command again", file=sys.stderr)
+        return 1
     return 0
 
 

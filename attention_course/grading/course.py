@@ -17,6 +17,7 @@ import re
 import shutil
 import sys
 import threading
+import traceback
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -214,8 +215,12 @@ class Course:
         try:
             for future in concurrent.futures.as_completed(futures):
                 student = futures[future]
-                if future.exception() is not None:
-                    summaries[student].flags.append(f"grader error: {type(future.exception()).__name__}: {future.exception()}")
+                error = future.exception()
+                if error is not None:  # the grader's own failure: no grade, and said loudly
+                    where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+                    at = f" (at {Path(where.filename).name}:{where.lineno})" if where else ""
+                    summaries[student].flags.append(f"grader error: {type(error).__name__}: {error}{at}")
+                    print(f"grader error for {student}:\n" + "".join(traceback.format_exception(error)), file=sys.stderr)
                 finished.add(student)
                 bar.update()
         except KeyboardInterrupt:
