@@ -228,7 +228,9 @@ def run_cells(shell, cells: list[str], folder: Path, cell_cpu_s: float, sealed: 
             with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
                 failure = _run_cell(shell, source, sealed)
             _cancel_alarm()
-            if failure is not None:
+            if isinstance(failure, _Timeout):  # (IPython reports it as the cell's own error)
+                status, error = "timeout", str(failure)
+            elif failure is not None:
                 status, error = "error", _short(f"{type(failure).__name__}: {failure}")
         except _Timeout as timeout:
             status, error = "timeout", str(timeout)
