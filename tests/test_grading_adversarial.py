@@ -137,6 +137,15 @@ def test_every_attack_gains_nothing_and_is_named_in_the_summary(batch, attack):
     assert any(fragment in flag for fragment in expected for flag in summary.flags), summary.flags
 
 
+def test_no_attack_costs_the_grader_more_than_the_limits_allow(batch):
+    # A hostile cell is stopped by its CPU limit and reported at once: a recursion 10**8 frames deep took
+    # 15 minutes of CPU to unwind and format before the recursion limit was bounded.
+    course = batch["course"]
+    costs = {attack: NotebookResult.load(results_path(course.results_dir, ASSIGNMENT, attack, ASSIGNMENT)).cpu_seconds
+             for attack, details in ATTACKS.items() if details.get("file") not in ("missing", "empty")}
+    assert {attack: cost for attack, cost in costs.items() if cost > 2 * LIMITS.cell_cpu_s} == {}
+
+
 def test_the_gradebook_agrees_that_attacks_earned_nothing(batch):
     course = batch["course"]
     with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:

@@ -90,9 +90,12 @@ def course(tmp_path_factory):
 @pytest.fixture(scope="module")
 def interrupted(course):
     name, value = MARK.split("=")
+    # As from a terminal: Ctrl-C's default action, even when this suite runs in the background of a
+    # script (where SIGINT is inherited as ignored, and Python then installs no handler for it).
     process = subprocess.Popen(_cli("grade", ASSIGNMENT, "--course", str(course.root), "--jobs", "1"),
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, name: value})
+                               env={**os.environ, name: value},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = results_path(course.results_dir, ASSIGNMENT, "a-quick", ASSIGNMENT)
     deadline = time.monotonic() + 300
     while not first.is_file() and time.monotonic() < deadline and process.poll() is None:

@@ -52,6 +52,7 @@ import re
 import signal
 import sys
 import time
+import traceback
 import types
 import warnings
 
@@ -206,6 +207,28 @@ def _cancel_alarm(_set=signal.setitimer, _cpu=signal.ITIMER_PROF, _wall=signal.I
     _set(_wall, 0)
 
 
+MAX_RECURSION = 20_000  # frames: far more than honest code needs; a deeper stack takes minutes to unwind
+TRACEBACK_FRAMES = 8  # of a cell's error, printed from the cell down
+
+
+def _bounded_recursion_limit(limit, _set=sys.setrecursionlimit, _most=MAX_RECURSION):
+    """sys.setrecursionlimit as the student's code gets it: at most MAX_RECURSION frames. (A recursion of
+    10**8 frames stopped by the CPU limit took minutes and gigabytes to unwind and report.)"""
+    _set(min(limit, _most) if isinstance(limit, int) else limit)
+
+
+def _short_traceback(exc_tuple=None, filename=None, tb_offset=None, exception_only=False,
+                     running_compiled_code=False):
+    """IPython's showtraceback, bounded: the cell's first frames and the error. IPython's own formats every
+    frame of the stack, minutes for a deep one."""
+    kind, value, tb = exc_tuple or sys.exc_info()
+    for _ in range(3):  # skip IPython's frames above the cell's
+        if tb is None or tb.tb_frame.f_code.co_filename.startswith("<ipython-input-"):
+            break
+        tb = tb.tb_next
+    print("".join(traceback.format_exception(kind, value, tb, limit=TRACEBACK_FRAMES)), end="", file=sys.stderr)
+
+
 def _shell():
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
@@ -213,7 +236,9 @@ def _shell():
     config = Config()
     config.HistoryManager.enabled = False
     config.InteractiveShell.colors = "NoColor"
-    return InteractiveShell.instance(config=config)
+    shell = InteractiveShell.instance(config=config)
+    shell.showtraceback = _short_traceback
+    return shell
 
 
 def run_cells(shell, cells: list[str], folder: Path, cell_cpu_s: float, sealed: bool = False) -> None:
@@ -907,6 +932,7 @@ def main(folder: Path) -> None:
     global _GUARD
     guarded_ids: set = set()
     _GUARD = _make_guard(guarded_ids)
+    sys.setrecursionlimit = _bounded_recursion_limit
     plan = _snapshot()
     # Bound here, as locals of this frame: what the graded child needs, and what it needs before it has
     # restored the snapshot. No student code can rebind a local of this frame.
