@@ -18,6 +18,7 @@ import shutil
 import sys
 import threading
 import traceback
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -281,6 +282,16 @@ class Course:
                 summaries: dict[str, "StudentSummary"], reused: set[str]) -> None:
         """Gradebook writes, one student at a time (SQLite): nbgrader's pipeline with the verdicts applied,
         then a check that the gradebook holds exactly the grader's scores (written directly if not)."""
+        from sqlalchemy.exc import SAWarning
+
+        with warnings.catch_warnings():
+            # nbgrader's gradebook code warns "not in session" on every record: harmless, and nothing the
+            # instructor could act on, it would bury the summary.
+            warnings.filterwarnings("ignore", category=SAWarning, module=r"nbgrader\.")
+            self._record_each(assignment, students, notebooks, summaries, reused)
+
+    def _record_each(self, assignment: str, students: list[str], notebooks: list[str],
+                     summaries: dict[str, "StudentSummary"], reused: set[str]) -> None:
         for student in students:
             paths = [results_path(self.results_dir, assignment, student, nb) for nb in notebooks]
             results = [NotebookResult.load(p) for p in paths if p.is_file()]
