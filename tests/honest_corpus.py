@@ -1518,44 +1518,9 @@ THREE_STAGES["os-environ-kmp-fix"] = Honest(
     "os.environ['KMP_DUPLICATE_LIB_OK'] = 'TRUE' at the top of the first answer cell; the solution's style "
     "otherwise.",
     {
-        "dot_score": '''import os
-
-os.environ["KMP_DUPLICATE_LIB_OK"] = "TRUE"   # "OMP: Error #15" on my Mac otherwise (Stack Overflow)
-
-
-def dot_score(queries, keys):
-    """queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K): every query's dot product with every key."""
-    return torch.bmm(queries, keys.transpose(1, 2))
-''',
-        "scaled_dot_score": '''def scaled_dot_score(queries, keys):
-    """queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K): the dot products divided by sqrt(d)."""
-    return dot_score(queries, keys) / math.sqrt(queries.shape[-1])
-''',
-        "cosine_score": '''def cosine_score(queries, keys, eps=1e-8):
-    """queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K): cosines, and 0 for a zero vector."""
-    unit_queries = queries / queries.norm(dim=-1, keepdim=True).clamp_min(eps)
-    unit_keys = keys / keys.norm(dim=-1, keepdim=True).clamp_min(eps)
-    return dot_score(unit_queries, unit_keys)
-''',
-        "AdditiveScore": _TS_ADDITIVE_D2L,
-        "masked_softmax": '''def masked_softmax(scores, valid_lens=None):
-    """scores (B, Q, K), valid_lens (B,), (B, Q) or None -> weights (B, Q, K), exactly 0 where masked."""
-    if valid_lens is None:
-        keep = torch.ones_like(scores, dtype=torch.bool)
-    else:
-        lengths = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]
-        keep = torch.arange(scores.shape[-1]) < lengths[..., None]
-    masked = scores.masked_fill(~keep, -math.inf)
-    shift = masked.amax(dim=-1, keepdim=True)
-    shift = torch.where(torch.isinf(shift), torch.zeros_like(shift), shift)
-    exps = torch.exp(masked - shift)
-    return exps / exps.sum(dim=-1, keepdim=True).clamp_min(1.0)
-''',
-        "attention": '''def attention(queries, keys, values, score_fn, valid_lens=None):
-    """queries (B, Q, d_q), keys (B, K, d_k), values (B, K, d_v) -> (output (B, Q, d_v), weights (B, Q, K))."""
-    weights = masked_softmax(score_fn(queries, keys), valid_lens)
-    return torch.bmm(weights, values), weights
-''',
+        **_TS_SOLUTION_STYLE,
+        "dot_score": 'import os\n\nos.environ["KMP_DUPLICATE_LIB_OK"] = "TRUE"   # "OMP: Error #15" on my Mac '
+                     'otherwise (Stack Overflow)\n\n\n' + _TS_SOLUTION_STYLE["dot_score"],
     },
     guards=STATIC_ENVIRON,
 )

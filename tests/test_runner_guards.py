@@ -67,24 +67,24 @@ def _outcome(graded: bool) -> dict[str, str]:
     return json.loads(result.stdout.splitlines()[-1])
 
 
+# Refused everywhere: what could reach the grader's state or rewrite a frame's locals. What the standard
+# library does (namedtuple sets __defaults__, logging reads frames) is allowed.
+REFUSED_EVERYWHERE = {
+    "read a stand-in's keyword defaults", "read a stand-in's code", "replace a stand-in's keyword defaults",
+    "read the hook's defaults", "read a runner function's defaults", "replace a function's code",
+    "walk the garbage collector's objects", "get an object's referents", "install a tracing hook"}
+
+
+def _refused(graded: bool) -> set[str]:
+    return {name for name, what in _outcome(graded).items() if what == "refused"}
+
+
 def test_the_hook_in_a_graded_call():
-    outcome = _outcome(graded=True)
-    refused = {name for name, what in outcome.items() if what == "refused"}
-    assert refused == {
-        "read a stand-in's keyword defaults", "read a stand-in's code", "replace a stand-in's keyword defaults",
-        "read the hook's defaults", "read a runner function's defaults", "replace a function's code",
-        "walk the garbage collector's objects", "get an object's referents", "install a tracing hook", "fork"}, outcome
+    assert _refused(graded=True) == REFUSED_EVERYWHERE | {"fork"}
 
 
 def test_the_hook_in_the_cells():
-    # What the standard library does (namedtuple sets __defaults__, logging reads frames) is allowed; what
-    # could reach the grader's state or rewrite a frame's locals is not.
-    outcome = _outcome(graded=False)
-    refused = {name for name, what in outcome.items() if what == "refused"}
-    assert refused == {
-        "read a stand-in's keyword defaults", "read a stand-in's code", "replace a stand-in's keyword defaults",
-        "read the hook's defaults", "read a runner function's defaults", "replace a function's code",
-        "walk the garbage collector's objects", "get an object's referents", "install a tracing hook"}, outcome
+    assert _refused(graded=False) == REFUSED_EVERYWHERE
 
 
 SEAL = """

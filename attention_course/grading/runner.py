@@ -706,6 +706,23 @@ def _greedy_ids(model, source, lengths, longest: int, *, _argmax=torch._C.Tensor
     return rows
 
 
+def _decode_afresh(model, user_ns: dict, recipe: tuple, source, lengths, *,
+                   _weights=torch.nn.Module.state_dict, _load=torch.nn.Module.load_state_dict,
+                   _greedy=_greedy_ids) -> tuple:
+    """("decoded", ids, own decoder, own attention): the grader's greedy decoding of a fresh model of the
+    notebook's classes, built as ``recipe`` says ((encoder class, args), (decoder class, args), model class),
+    with ``model``'s weights: nothing set on the model's instances (a forward, an encoder replaced) comes
+    along. "own": whether the model's decoder is the notebook's AttentionDecoder and its attention the
+    notebook's AdditiveAttention."""
+    decoder = getattr(model, "decoder", None)
+    own = (type(decoder) is user_ns.get("AttentionDecoder", _MISSING),
+           type(getattr(decoder, "attention", None)) is user_ns.get("AdditiveAttention", _MISSING))
+    (encoder_class, encoder_args), (decoder_class, decoder_args), model_class = recipe
+    fresh = user_ns[model_class](user_ns[encoder_class](*encoder_args), user_ns[decoder_class](*decoder_args))
+    _load(fresh, _weights(model), strict=True)
+    return ("decoded", _greedy(fresh, source, lengths, int(source.shape[1])), *own)
+
+
 def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: float, plan: tuple,
              stuck: set | None = None) -> tuple | None:
     """Call the student's code as the case says; (id, status, error, returned, after, forbidden, extra).
@@ -720,9 +737,8 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
     if stuck is not None and call in stuck:
         return (case_id, "timeout", "not tried: an earlier call of the same function ran out of time",
                 ("other", "nothing"), (), (), ())
-    restore, pop_modes, greedy, describe = _restore_with, _pop_modes, _greedy_ids, _describe
+    restore, pop_modes, decode_afresh, describe = _restore_with, _pop_modes, _decode_afresh, _describe
     stand_in_module, set_attribute, get_attribute = _StandInModule, setattr, getattr
-    weights_of, load_weights = torch.nn.Module.state_dict, torch.nn.Module.load_state_dict
     cancel, timeout_type, short = _cancel_alarm, _Timeout, _short
     status, error, result, extra, budget = "ok", None, None, (), [16 << 20]
     before = len(seen)
@@ -735,10 +751,9 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
         target = user_ns.get(call)
         if target is None:
             raise NameError(f"name '{call}' is not defined in the notebook")
-        decoding = recipe = None
+        decoding = None
         if case["consistency"] is not None:  # the grader decodes the model itself, before translate runs
-            source, lengths = _source_batch(args[1], case["consistency"][0])
-            decoding, recipe = (source, lengths, int(source.shape[1])), case["consistency"][2]
+            decoding = (case["consistency"][2], *_source_batch(args[1], case["consistency"][0]))
         construct = None if case["construct"] is None else dict(case["construct"])
         state = {k: _decode(v, user_ns) for k, v in case["state"]}
         # The stand-ins, built now: afterwards their answers live in their keyword defaults only.
@@ -764,16 +779,7 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
             set_attribute(target, name, stand_in_module(get_attribute(target, name), stand_in))
         del global_stand_ins, attribute_stand_ins
         if decoding is not None:
-            # A fresh model of the notebook's classes with the model's weights: nothing set on the model's
-            # instances (a forward, an encoder replaced) comes along.
-            model = args[0]
-            decoder = getattr(model, "decoder", None)
-            own = (type(decoder) is user_ns.get("AttentionDecoder", _MISSING),
-                   type(getattr(decoder, "attention", None)) is user_ns.get("AdditiveAttention", _MISSING))
-            (encoder_class, encoder_args), (decoder_class, decoder_args), model_class = recipe
-            fresh = user_ns[model_class](user_ns[encoder_class](*encoder_args), user_ns[decoder_class](*decoder_args))
-            load_weights(fresh, weights_of(model), strict=True)
-            extra = ("decoded", greedy(fresh, *decoding), *own)
+            extra = decode_afresh(args[0], user_ns, *decoding)
         result = target(*args, **kwargs)
     except timeout_type as timeout:
         status, error = "timeout", str(timeout)

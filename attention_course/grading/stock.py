@@ -95,18 +95,11 @@ def run_hidden_check(assignment: str, grade_id: str, namespace: dict) -> None:
             comparison = check.compare or compare
             expected = reference_output(check, case)
             if case.consistency is not None:
-                from attention_course.grading.runner import _greedy_ids, _source_batch
+                from attention_course.grading.runner import _decode_afresh, _source_batch
 
                 try:
-                    source, lengths = _source_batch(args[1], case.consistency[0])
-                    decoder = args[0].decoder
-                    (encoder_class, encoder_args), (decoder_class, decoder_args), model_class = case.consistency[2]
-                    fresh = namespace[model_class](namespace[encoder_class](*encoder_args),
-                                                   namespace[decoder_class](*decoder_args))
-                    fresh.load_state_dict(args[0].state_dict(), strict=True)
-                    extra = ("decoded", _greedy_ids(fresh, source, lengths, int(source.shape[1])),
-                             type(decoder) is namespace.get("AttentionDecoder"),
-                             type(getattr(decoder, "attention", None)) is namespace.get("AdditiveAttention"))
+                    extra = _decode_afresh(args[0], namespace, case.consistency[2],
+                                           *_source_batch(args[1], case.consistency[0]))
                 except Exception as error:
                     extra = ("error", f"{type(error).__name__}: {error}")
                 reason = comparison(got, expected, case, extra)
