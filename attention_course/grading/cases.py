@@ -141,16 +141,7 @@ def _encode_stand_in(stand_in: StandIn) -> tuple:
 
 def encode_case(case_id: str, case: Case) -> bytes:
     """One case, as the runner receives it: marshal bytes of a dict of plain data."""
-    return marshal.dumps(describe_case(case_id, case))
-
-
-def encode_cases(cases: list[tuple[str, Case]]) -> bytes:
-    """Several cases at once (for tests that run the runner's code in their own process)."""
-    return marshal.dumps([describe_case(case_id, case) for case_id, case in cases])
-
-
-def describe_case(case_id: str, case: Case) -> dict:
-    return {
+    return marshal.dumps({
         "id": case_id,
         "call": case.call,
         "args": tuple(encode(a) for a in case.args),
@@ -159,4 +150,4 @@ def describe_case(case_id: str, case: Case) -> dict:
         "state": () if case.state is None else tuple((k, encode(v)) for k, v in case.state.items()),
         "stand_ins": tuple(_encode_stand_in(s) for s in case.stand_ins),
         "consistency": None if case.consistency is None else tuple(case.consistency),
-    }
+    })

@@ -335,12 +335,8 @@ def _snapshot() -> tuple:
     return tuple(plan)
 
 
-def _restore(plan: tuple) -> None:
-    """Put every snapshot namespace back. Uses only methods of built-in types and the names bound as defaults."""
-    _restore_with(plan)
-
-
 def _restore_with(plan, _setattr=setattr, _delattr=delattr, _vars=vars, _list=list, _dict=dict):
+    """Put every snapshot namespace back. Uses only methods of built-in types and the names bound as defaults."""
     for kind, target, pairs in plan:
         if kind == 0:
             target.clear()
