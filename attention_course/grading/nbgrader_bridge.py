@@ -27,7 +27,7 @@ from traitlets import Unicode
 from traitlets.config import Config
 
 from attention_course.grading.grade import NotebookResult
-from attention_course.grading.runner import REFUSAL
+from attention_course.grading.runner import refused_by_grader
 from attention_course.grading.submission import HIDDEN_TESTS
 
 COURSE_ID = "attention-course"
@@ -137,7 +137,7 @@ class ApplyVerdicts(NbGraderPreprocessor):
             outputs.append(new_output("stream", name="stdout", text=run["stdout"]))
         if run.get("status") != "ok":
             error = str(run.get("error"))
-            if REFUSAL in error or "the grader does not allow" in error:
+            if refused_by_grader(error):
                 error += ("\n(While it grades, the grader switches off PyTorch's softmax and its relatives and "
                           "refuses a few things such as starting programs. This error costs no points by itself: "
                           "the rest of the cell ran, and only the graded functions are tested.)")

@@ -65,6 +65,7 @@ MAX_FRAME = 32 << 20
 # Operator names of the softmax family, in every namespace (aten, quantized, ...).
 FAMILY = re.compile(r"softmax|softmin|cosine|attention|_transformer|multi_head|sdp")
 REFUSAL = "ForbiddenOperation"
+GRADER_REFUSES = "the grader does not allow"  # how the audit hook's refusals begin
 TORCH_PYTHON_IMPLEMENTATIONS = ("torch._refs", "torch._decomp", "torch._prims", "torch._higher_order_ops")
 
 # Audit events refused everywhere, from the first cell on: hooks that could rewrite another frame's locals,
@@ -107,7 +108,8 @@ def _make_hook(runner_pid: int, sealed: bool, noted: set, protected: tuple, guar
     def hook(event, args, _always=BLOCK_ALWAYS, _sealed=BLOCK_SEALED if sealed else frozenset(), _ctypes=sealed,
              _graded=BLOCK_GRADED, _writes=GUARDED_WRITES, _getpid=os.getpid,
              _pid=runner_pid, _noted=noted, _notes=NOTED, _write=os.write, _fd=CHANNEL_OUT, _repr=repr, _len=len,
-             _error=PermissionError, _pack=int.to_bytes, _guarded=guarded_ids, _id=id, _protected=protected):
+             _error=PermissionError, _pack=int.to_bytes, _guarded=guarded_ids, _id=id, _says=GRADER_REFUSES,
+             _protected=protected):
         in_graded_call = _getpid() != _pid
         refused = event in _always or event in _sealed or (_ctypes and event.startswith("ctypes."))
         if not refused and _len(args) > 1 and (event == "object.__setattr__" or event == "object.__delattr__"
@@ -129,7 +131,7 @@ def _make_hook(runner_pid: int, sealed: bool, noted: set, protected: tuple, guar
             except OSError:
                 pass
         if refused:
-            raise _error(f"the grader does not allow {event} here")
+            raise _error(f"{_says} {event} here")
 
     hook.__defaults__ = (*hook.__defaults__[:-1], (hook, *protected))  # _protected, the last one, with the hook
     return hook
@@ -268,9 +270,11 @@ def run_cells(shell, cells: list[str], folder: Path, cell_cpu_s: float, sealed: 
         (folder / "cells.json").write_text(json.dumps(report), encoding="utf-8")
 
 
-def _refused(failure: BaseException | None) -> bool:
-    """An error that the grader caused (a switched-off function, or something the audit hook refuses)."""
-    return failure is not None and (REFUSAL in str(failure) or "the grader does not allow" in str(failure))
+def refused_by_grader(failure: BaseException | str | None) -> bool:
+    """Whether an error (or its text) is one the grader caused: a switched-off function, or something the
+    audit hook refuses."""
+    text = "" if failure is None else str(failure)
+    return REFUSAL in text or GRADER_REFUSES in text
 
 
 def _run_cell(shell, source: str, sealed: bool) -> BaseException | None:
@@ -281,7 +285,7 @@ def _run_cell(shell, source: str, sealed: bool) -> BaseException | None:
     first = result.error_before_exec or result.error_in_exec
     failure = first
     for _ in range(100):
-        if not _refused(failure):
+        if not refused_by_grader(failure):
             break
         source = _statements_after(shell, source, failure)
         if not source:
