@@ -21,7 +21,7 @@ from nbgrader.api import Gradebook
 import in_process
 from canonical_bugs import CANONICAL_BUGS
 from attention_course.grading.course import Course
-from attention_course.grading.grade import NotebookResult, plan_cases
+from attention_course.grading.grade import Conversation, NotebookResult, plan_cases
 from attention_course.grading.checks import checks_for
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
 from grading_support import filled, submit
@@ -166,3 +166,23 @@ def test_an_unchanged_submission_is_not_graded_again_unless_forced(tmp_path):
     [forced] = course.grade("soft-hard", jobs=1, progress=False, force=True)
     assert path.stat().st_mtime_ns != stamp and forced.score == 10
     assert not any("unchanged" in flag for flag in forced.flags)
+
+
+@pytest.mark.slow
+def test_a_failure_on_the_graders_side_is_a_grader_error_and_never_a_grade(tmp_path, monkeypatch):
+    # Two parses at once in the grader's threads (CPython 3.11, gh-106905) once broke a run's channel under
+    # load, and the student was graded 9/15 as "crashed". Whatever fails on the grader's side: no grade.
+    course = Course(tmp_path / "course")
+    course.generate("soft-hard")
+    submit(course.root, "student", "soft-hard", "soft-hard",
+           filled(course.released("soft-hard", "soft-hard"), _solution_answers("soft-hard")))
+
+    def broken(self, message, signed=True):
+        raise SystemError("AST constructor recursion depth mismatch (before=18, after=12)")
+
+    monkeypatch.setattr(Conversation, "__call__", broken)
+    [summary] = course.grade("soft-hard", jobs=1, progress=False)
+    assert any(flag.startswith("grader error") and "recursion depth mismatch" in flag for flag in summary.flags)
+    assert not results_path(course.results_dir, "soft-hard", "student", "soft-hard").exists()
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        assert [s.student.id for s in gradebook.assignment_submissions("soft-hard")] == []

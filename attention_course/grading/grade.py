@@ -23,7 +23,6 @@ import secrets
 import shutil
 import sys
 import tempfile
-import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -36,7 +35,6 @@ from attention_course.grading.submission import prepare
 from attention_course.grading.verdicts import FORBIDDEN_REASON, CheckVerdict, Outcome, judge_case
 
 # Data files of the released assignment that are copied into the sandbox next to the notebook.
-_PARSE_LOCK = threading.Lock()
 DATA_SUFFIXES = {".csv", ".txt", ".json", ".npz", ".npy", ".pt"}
 MAX_DATA_BYTES = 20 << 20
 BUDGET_MARK = "(the step budget)"  # what the given training loops print when they stop on their budget
@@ -181,6 +179,8 @@ def _run_phase(phase: str, prepared, cases: list[tuple[str, Case]], *, release_f
         channel = sandbox.Channel(conversation, key)
         run = sandbox.run(workdir, [sys.executable, "-I", "runner.py", sandbox.INSIDE if sandboxed else str(workdir)],
                           limits, sandboxed=sandboxed, channel=channel)
+        if channel.failure is not None:  # (grading stops for this student: a grader error, no grade)
+            raise RuntimeError(f"the grader failed while talking to the runner: {channel.failure!r}") from channel.failure
         if channel.problem and not conversation.problem:  # a frame refused before it reached the conversation
             conversation.problem = channel.problem
             conversation.results.clear()
@@ -201,7 +201,7 @@ def grade_notebook(
 ) -> NotebookResult:
     """Grade ``submitted`` (a path that may not exist) against the ``released`` notebook's checks."""
     result = NotebookResult(notebook=submitted.name, seed=seed, fingerprint=fingerprint)
-    with _PARSE_LOCK:  # ast.parse is not thread-safe in CPython 3.11 (gh-106905)
+    with sandbox.PARSE_LOCK:  # (the source scan parses the cells)
         prepared = prepare(submitted, released)
     result.flags.extend(prepared.flags)
     result.readable = prepared.readable

@@ -29,6 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NOBODY = 65534  # the uid inside the sandbox's user namespace (outside, the caller's own uid)
+# Held by every ast.parse / ast.literal_eval in the grader's threads: in CPython 3.11 they share one
+# recursion counter per interpreter (gh-106905), and two at once can fail with "SystemError: AST
+# constructor recursion depth mismatch", more often the busier the machine.
+PARSE_LOCK = threading.Lock()
 INSIDE = "/submission"
 
 
@@ -236,6 +240,7 @@ class Channel:
         self.key = key
         self.finished = threading.Event()  # the runner said it is done, or the conversation broke down
         self.problem = ""
+        self.failure: Exception | None = None  # the grader's own error while serving: no grade can come of it
         self.read_end, self.runner_out = os.pipe()
         self.runner_in, self.write_end = os.pipe()
 
@@ -263,7 +268,8 @@ class Channel:
                     else:
                         raise Channel.Stop("a frame out of the grader's protocol")
                     try:
-                        message = ast.literal_eval(data.decode("utf-8"))
+                        with PARSE_LOCK:
+                            message = ast.literal_eval(data.decode("utf-8"))
                     except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError) as error:
                         raise Channel.Stop(f"unreadable message from the sandbox ({type(error).__name__})")
                     reply = self.handler(message, signed)
@@ -276,6 +282,8 @@ class Channel:
                 self.problem = str(stop)
             except OSError:
                 pass
+            except Exception as error:  # the grader's fault, not the runner's: say so, never charge the student
+                self.failure = error
             finally:
                 self.finished.set()
 
