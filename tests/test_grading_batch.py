@@ -155,7 +155,7 @@ def test_feedback_hides_the_hidden_tests_even_of_a_stock_autograded_notebook(cou
     assert after_stock_autograde == 10  # the forged stock grade
     graded = (course.root / "autograded" / "e-forges-stock" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text()
     assert "run_hidden_check" in graded  # stock nbgrader kept the hidden tests in the autograded notebook
-    feedback = course.feedback(ASSIGNMENT)
+    feedback = course.feedback(ASSIGNMENT).folder
     pages = list(feedback.rglob("*.html"))
     assert len(pages) == 5
     for page in pages:

@@ -285,7 +285,7 @@ def test_failures_say_what_is_wrong_in_the_students_words(graded):
 @pytest.mark.slow
 def test_feedback_never_shows_hidden_tests(graded):
     course, _ = graded
-    feedback = course.feedback(ASSIGNMENT)
+    feedback = course.feedback(ASSIGNMENT).folder
     pages = list(feedback.rglob("*.html"))
     assert len(pages) == len(SAMPLES)
     for page in pages:

@@ -158,7 +158,7 @@ def test_broken_submissions_are_flagged_and_do_not_stop_the_batch(graded, studen
 
 def test_feedback_never_shows_hidden_tests(graded):
     course, _ = graded
-    feedback = course.feedback(ASSIGNMENT)
+    feedback = course.feedback(ASSIGNMENT).folder
     pages = list(feedback.rglob("*.html"))
     assert len(pages) >= len(SAMPLES)
     for page in pages:
@@ -171,7 +171,7 @@ def test_feedback_never_shows_hidden_tests(graded):
 
 def test_grades_export_to_csv(graded, tmp_path):
     course, _ = graded
-    csv = course.export(tmp_path / "grades.csv").read_text()
+    csv = course.export(tmp_path / "grades.csv")[0].read_text()
     assert "correct-other-style" in csv and ",10.0," in csv
 
 

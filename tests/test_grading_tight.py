@@ -104,7 +104,7 @@ def grade_batch(assignment: str, root: Path) -> dict:
     with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
         recorded = {name: (gradebook.find_submission(assignment, name).score,
                            gradebook.find_submission(assignment, name).max_score) for name in attacks}
-    export = course.export(course.root / "grades.csv")
+    export, _ = course.export(course.root / "grades.csv")
     with export.open(encoding="utf-8", newline="") as rows:
         exported = {row["student_id"]: row for row in csv.DictReader(rows) if row["assignment"] == assignment}
     return dict(course=course, summaries=summaries, results=results, recorded=recorded, exported=exported)

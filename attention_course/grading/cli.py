@@ -3,17 +3,18 @@
 Students:
   attention-course check NOTEBOOK          run the notebook and its visible tests; exit 1 on any failure
 
-Instructors (COURSE is an nbgrader course directory, created on first use; default ./course):
-  attention-course release [--course COURSE] [--exercises DIR]
+Instructors (COURSE is an nbgrader course directory, default ./course; `release` creates it):
+  attention-course release [--course COURSE] [--exercises DIR] [--force]
                                            generate the student notebooks, and prove every solution
                                            scores full marks (hidden tests included)
-  attention-course grade ASSIGNMENT [--zip EXPORT.zip] [--jobs N] [--force] [--reseed]
-                                           grade submitted/<student>/<ASSIGNMENT>/ (or an LMS export),
-                                           sandboxed, into the gradebook; prints a summary. Hidden cases
-                                           come from the course seed (COURSE/grader/seeds.json); a
-                                           submission unchanged since its last grade is not regraded
-  attention-course feedback ASSIGNMENT     write feedback/ for students (no hidden tests in it)
-  attention-course export [--to grades.csv]
+  attention-course grade ASSIGNMENT [--zip DOWNLOAD.zip] [--roster LIST.csv] [--student ID]
+                                    [--jobs N] [--force] [--reseed]
+                                           grade submitted/<student>/<ASSIGNMENT>/ (or a Moodle/Canvas
+                                           download), sandboxed, into the gradebook; prints a summary and
+                                           writes COURSE/reports/<ASSIGNMENT>.csv
+  attention-course feedback ASSIGNMENT     a feedback page for every graded student (no hidden tests in
+                                           it), and a zip for the LMS's feedback upload
+  attention-course export [--format nbgrader|moodle|canvas] [--assignment A] [--to FILE]
 """
 
 from __future__ import annotations
@@ -42,7 +43,12 @@ def check(notebook_path: Path, timeout: int) -> int:
     if not notebook_path.is_file():
         print(f"no such notebook: {notebook_path}", file=sys.stderr)
         return 2
-    notebook = nbformat.read(notebook_path, as_version=4)
+    try:
+        notebook = nbformat.read(notebook_path, as_version=4)
+    except (ValueError, UnicodeDecodeError, nbformat.reader.NotJSONError) as error:
+        print(f"{notebook_path} is not a notebook that Jupyter can open ({str(error).splitlines()[0][:120] if str(error) else type(error).__name__})",
+              file=sys.stderr)
+        return 2
     client = nbclient.NotebookClient(notebook, timeout=timeout, allow_errors=True, kernel_name="python3",
                                      resources={"metadata": {"path": str(notebook_path.parent.resolve())}})
     try:
@@ -72,13 +78,13 @@ def check(notebook_path: Path, timeout: int) -> int:
     return 1 if failed else 0
 
 
-def release(course_dir: Path, exercises: Path | None, verify: bool) -> int:
+def release(course_dir: Path, exercises: Path | None, verify: bool, force: bool = False) -> int:
     from attention_course.grading.course import Course
 
     course = Course(course_dir)
     status = 0
     for assignment in course.assignments():
-        course.generate(assignment)
+        course.generate(assignment, force=force)
         if exercises is not None:
             target = exercises / assignment
             shutil.rmtree(target, ignore_errors=True)
@@ -108,18 +114,31 @@ def _verify_solutions(course, assignment: str) -> int:
 
 
 def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | None, unsafe: bool, wall: float,
-          force: bool = False, reseed: bool = False) -> int:
+          force: bool = False, reseed: bool = False, roster: Path | None = None, student: str | None = None) -> int:
     from attention_course.grading.course import Course, GradingInterrupted
 
     if jobs is not None and jobs < 1:
-        print(f"--jobs must be at least 1, got {jobs}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
     course = Course(course_dir)
+    course.require(assignment)
     if not (course.root / "release" / assignment).is_dir():
         course.generate(assignment)
+    if roster is not None:
+        listed = course.import_roster(roster, assignment)
+        print(f"participant list: {len(listed)} students from {roster}")
     if zip_path is not None:
-        imported = course.import_zip(zip_path, assignment)
-        print(f"imported {len(imported)} submissions from {zip_path}")
+        export = course.import_zip(zip_path, assignment)
+        late = sum(1 for s in export.students.values() if s.late)
+        ignored = "; ".join(f"{what} ({n})" for what, n in sorted(export.ignored.items()))
+        print(f"imported {len(export.students)} students from {zip_path} ({export.lms})"
+              + (f", {late} marked late" if late else "") + (f"; ignored: {ignored}" if ignored else ""))
+    students = None
+    if student is not None:
+        if student not in course.students(assignment):
+            known = course.students(assignment)
+            raise UsageError(f"no submission of {assignment} from {student!r}"
+                             + (f"; students: {', '.join(known[:10])}" + (" …" if len(known) > 10 else "") if known else ""))
+        students = [student]
     if unsafe:
         print("WARNING: grading WITHOUT the sandbox (--unsafe-no-sandbox): submissions run with your rights.",
               file=sys.stderr)
@@ -128,7 +147,7 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
         course.seed(assignment, reseed=True)
     try:
         summaries = course.grade(assignment, jobs=jobs, sandboxed=not unsafe, limits=sandbox.Limits(wall_s=wall),
-                                 force=force or reseed)
+                                 force=force or reseed, students=students)
     except sandbox.SandboxUnavailable as error:
         print(f"cannot grade safely: {error}\nRefusing to run submissions unsandboxed; "
               "pass --unsafe-no-sandbox to do so anyway.", file=sys.stderr)
@@ -142,20 +161,59 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
         print(f"no submissions for {assignment} under {course.root / 'submitted'}")
         return 1
     width = max(len(s.student) for s in summaries)
-    print(f"\n{'student':<{width}}  score      seconds  notes")
+    names = max(4, *(_columns(s.name) for s in summaries))
+    print(f"\n{'student':<{width}}  {'name' + ' ' * (names - 4)}  score      seconds  notes")
     for s in summaries:
         notes = "; ".join(s.flags) if s.flags else ""
-        print(f"{s.student:<{width}}  {s.score:>4g}/{s.max_score:<4g}  {s.seconds:7.1f}  {notes}")
-    flagged = [s for s in summaries if s.flags]
+        name = s.name + " " * (names - _columns(s.name))
+        print(f"{s.student:<{width}}  {name}  {s.score:>4g}/{s.max_score:<4g}  {s.seconds:7.1f}  {notes}")
+    flagged = [s for s in summaries if any(not f.startswith("unchanged since") for f in s.flags)]
     mean = sum(s.score for s in summaries) / len(summaries)
-    print(f"\n{len(summaries)} students graded, mean {mean:.2f}; {len(flagged)} with notes above. "
-          f"Gradebook: {course.root / 'gradebook.db'}")
+    print(f"\n{len(summaries)} students graded, mean {mean:.2f}; {len(flagged)} with notes above "
+          f"(flagged in formgrader). Gradebook: {course.root / 'gradebook.db'}; "
+          f"report: {course.root / 'reports' / (assignment + '.csv')}")
     failed = [s.student for s in summaries if any(f.startswith("grader error") for f in s.flags)]
     if failed:
         print(f"the grader itself failed on {len(failed)} submission(s) ({', '.join(failed[:5])}): they have no grade; "
               "run the same command again", file=sys.stderr)
         return 1
     return 0
+
+
+def _columns(text: str) -> int:
+    """How many terminal columns ``text`` takes (a Chinese character takes two)."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 0 if unicodedata.combining(c) else 1 for c in text)
+
+
+def feedback(course_dir: Path, assignment: str) -> int:
+    from attention_course.grading.course import Course
+    from attention_course.grading.feedback_pages import count_line
+
+    report = Course(course_dir).feedback(assignment)
+    print(f"{count_line(report.written, report.skipped)}: {report.folder}")
+    for path in report.zips:
+        print(f"for the platform's feedback upload: {path}")
+    for why, count in sorted(report.not_zipped.items()):
+        print(f"  not in the zip: {count} ({why}); their pages are in {report.folder}")
+    return 0
+
+
+def export(course_dir: Path, destination: Path, fmt: str, assignment: str | None) -> int:
+    from attention_course.grading.course import Course
+
+    course = Course(course_dir)
+    course.require(assignment)
+    path, skipped = course.export(destination, fmt, assignment)
+    print(f"grades written to {path} ({fmt})")
+    for line in skipped:
+        print(f"  not in it: {line}")
+    return 0
+
+
+class UsageError(Exception):
+    """An ordinary mistake on the command line: one line, exit status 2."""
 
 
 def _quiet_nbgrader_internals() -> None:
@@ -166,22 +224,36 @@ def _quiet_nbgrader_internals() -> None:
     warnings.filterwarnings("ignore", message=".*not in session.*")
 
 
+def _assignments() -> list[str]:
+    from attention_course.grading.course import REPOSITORY
+
+    folder = REPOSITORY / "solutions"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.ipynb"))) if folder.is_dir() else []
+
+
 def main(argv: list[str] | None = None) -> int:
     _quiet_nbgrader_internals()
+    assignments = ", ".join(_assignments())
     parser = argparse.ArgumentParser(prog="attention-course", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("check", help="run a notebook with its visible tests")
     p.add_argument("notebook", type=Path)
     p.add_argument("--timeout", type=int, default=600, help="seconds a cell may run")
-    p = commands.add_parser("release", help="generate exercises and verify the solutions")
+    p = commands.add_parser("release", help="create the course (or update it): generate the exercises, verify the solutions")
     p.add_argument("--course", type=Path, default=Path("course"))
     p.add_argument("--exercises", type=Path, default=None, help="also copy the student notebooks here")
     p.add_argument("--no-verify", action="store_true", help="skip grading the solutions")
-    p = commands.add_parser("grade", help="grade submissions into the gradebook")
-    p.add_argument("assignment")
+    p.add_argument("--force", action="store_true", help="replace a source/<assignment>/ edited by hand")
+    p = commands.add_parser("grade", help="grade submissions into the gradebook",
+                            description=f"Grade the submissions of one assignment ({assignments}).")
+    p.add_argument("assignment", help=f"one of: {assignments}")
     p.add_argument("--course", type=Path, default=Path("course"))
-    p.add_argument("--zip", type=Path, default=None, help="an LMS export (Moodle or Canvas) of the submissions")
+    p.add_argument("--zip", type=Path, default=None, help="a submissions download from Moodle or Canvas")
+    p.add_argument("--roster", type=Path, default=None,
+                   help="the participant list: Moodle's grading worksheet or Canvas's gradebook export (CSV); "
+                        "who is on it and submitted nothing is graded 0 as missing")
+    p.add_argument("--student", default=None, help="grade this student only (a student id from the summary)")
     p.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: all cores)")
     p.add_argument("--wall-seconds", type=float, default=sandbox.Limits.wall_s,
                    help="wall-clock backstop per notebook run (grades never depend on it: limits that decide "
@@ -190,28 +262,41 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reseed", action="store_true",
                    help="draw a new course seed for the hidden cases (and grade everyone again)")
     p.add_argument("--unsafe-no-sandbox", action="store_true", help="run submissions without bubblewrap")
-    p = commands.add_parser("feedback", help="generate feedback for students")
-    p.add_argument("assignment")
+    p = commands.add_parser("feedback", help="feedback pages for students, and a zip for the LMS's feedback upload",
+                            description=f"Feedback for every graded student of one assignment ({assignments}).")
+    p.add_argument("assignment", help=f"one of: {assignments}")
     p.add_argument("--course", type=Path, default=Path("course"))
-    p = commands.add_parser("export", help="export grades to CSV")
+    p = commands.add_parser("export", help="export grades for nbgrader, Moodle or Canvas")
     p.add_argument("--course", type=Path, default=Path("course"))
     p.add_argument("--to", type=Path, default=Path("grades.csv"))
+    p.add_argument("--format", choices=["nbgrader", "moodle", "canvas"], default="nbgrader",
+                   help="moodle: the grading worksheet to upload; canvas: the gradebook import; nbgrader: its own CSV")
+    p.add_argument("--assignment", default=None, help=f"only this assignment ({assignments}); Moodle needs one")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except UsageError as error:
+        print(f"attention-course {args.command}: {error}", file=sys.stderr)
+        return 2
 
-    if args.command == "check":
-        return check(args.notebook, args.timeout)
-    if args.command == "release":
-        return release(args.course, args.exercises, verify=not args.no_verify)
-    if args.command == "grade":
-        return grade(args.course, args.assignment, args.zip, args.jobs, args.unsafe_no_sandbox, args.wall_seconds,
-                     force=args.force, reseed=args.reseed)
-    from attention_course.grading.course import Course
 
-    if args.command == "feedback":
-        print(f"feedback written to {Course(args.course).feedback(args.assignment)}")
-        return 0
-    print(f"grades written to {Course(args.course).export(args.to)}")
-    return 0
+def _run(args) -> int:
+    from attention_course.grading.course import CourseError
+    from attention_course.grading.lms import ExportError
+
+    try:
+        if args.command == "check":
+            return check(args.notebook, args.timeout)
+        if args.command == "release":
+            return release(args.course, args.exercises, verify=not args.no_verify, force=args.force)
+        if args.command == "grade":
+            return grade(args.course, args.assignment, args.zip, args.jobs, args.unsafe_no_sandbox, args.wall_seconds,
+                         force=args.force, reseed=args.reseed, roster=args.roster, student=args.student)
+        if args.command == "feedback":
+            return feedback(args.course, args.assignment)
+        return export(args.course, args.to, args.format, args.assignment)
+    except (CourseError, ExportError, FileNotFoundError) as error:
+        raise UsageError(str(error)) from None
 
 
 if __name__ == "__main__":

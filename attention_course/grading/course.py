@@ -8,12 +8,13 @@ The grader keeps its trusted results in ``grader-results/``, which no sandbox ev
 from __future__ import annotations
 
 import concurrent.futures
+import csv
 import functools
 import hashlib
+import io
 import json
 import os
 import secrets
-import re
 import shutil
 import sys
 import threading
@@ -30,7 +31,7 @@ from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
 from tqdm import tqdm
 
-from attention_course.grading import sandbox
+from attention_course.grading import lms, sandbox
 from attention_course.grading.checks import checks_for
 from attention_course.grading.grade import NotebookResult, grade_notebook
 from attention_course.grading.nbgrader_bridge import COURSE_ID, record_in_gradebook, results_path
@@ -38,6 +39,11 @@ from attention_course.grading.nbgrader_bridge import COURSE_ID, record_in_gradeb
 REPOSITORY = Path(__file__).resolve().parents[2]
 MAX_ZIP_MEMBER_BYTES = 50 << 20
 MAX_ZIP_TOTAL_BYTES = 2 << 30
+
+
+class CourseError(Exception):
+    """An ordinary mistake (a missing course, a mistyped assignment, a file that is not what it should be):
+    its message says what to do, in one line."""
 
 
 class GradingInterrupted(Exception):
@@ -49,8 +55,18 @@ class GradingInterrupted(Exception):
 
 
 @dataclass
+class FeedbackReport:
+    folder: Path
+    written: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)  # why -> how many students
+    zips: list[Path] = field(default_factory=list)  # one per platform, for its feedback upload
+    not_zipped: dict[str, int] = field(default_factory=dict)  # why -> how many pages are in no zip
+
+
+@dataclass
 class StudentSummary:
     student: str
+    name: str = ""
     score: float = 0.0
     max_score: float = 0.0
     flags: list[str] = field(default_factory=list)
@@ -102,56 +118,157 @@ class Course:
         seeds = json.loads(self.seeds_path.read_text(encoding="utf-8")) if self.seeds_path.is_file() else {}
         if reseed or assignment not in seeds:
             seeds[assignment] = secrets.randbits(62)
-            self.seeds_path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = self.seeds_path.with_suffix(".partial")
-            temporary.write_text(json.dumps(seeds, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            temporary.replace(self.seeds_path)
+            _write_json(self.seeds_path, seeds)
         return int(seeds[assignment])
 
     # -- release -----------------------------------------------------------------------------
 
-    def generate(self, assignment: str) -> None:
-        """Copy the solution notebooks in as nbgrader source and run ``generate_assignment``."""
+    def exists(self) -> bool:
+        """Whether this is a course (made by ``release``), not a mistyped path."""
+        return (self.root / "nbgrader_config.py").is_file()
+
+    def require(self, assignment: str | None = None) -> None:
+        """Raise :class:`CourseError` for a missing course or an assignment the course does not have."""
+        if not self.exists():
+            raise CourseError(f"no course at {self.root} (is --course mistyped?); create one with "
+                              f"`attention-course release --course {self.root}`")
+        if assignment is not None and assignment not in self.assignments():
+            raise CourseError(f"no assignment {assignment!r}; this course has: {', '.join(self.assignments())}")
+
+    def generate(self, assignment: str, *, force: bool = False) -> None:
+        """Copy the solution notebooks in as nbgrader source and run ``generate_assignment``.
+
+        The instructor's files are kept: the course id is added to an existing ``nbgrader_config.py``
+        (nothing else in it changes), and a ``source/<assignment>/`` edited since the grader wrote it is
+        replaced only with ``force``."""
+        if assignment not in self.assignments():
+            raise CourseError(f"no assignment {assignment!r}; this course has: {', '.join(self.assignments())}")
         self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / "nbgrader_config.py").write_text(
-            "c = get_config()  # noqa: F821\n"
-            f"c.CourseDirectory.course_id = {COURSE_ID!r}\n", encoding="utf-8")
+        self._merge_config()
         source = self.root / "source" / assignment
+        wanted = _folder_digest(self.solutions / assignment)
+        if source.is_dir() and not force:
+            current = _folder_digest(source)
+            if current not in (wanted, self._written_sources().get(assignment)):
+                raise CourseError(f"{source} was edited since the grader wrote it: not replaced "
+                                  f"(`attention-course release --force` replaces it with the course's {assignment})")
         shutil.rmtree(source, ignore_errors=True)
         shutil.copytree(self.solutions / assignment, source, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        written = self._written_sources()
+        written[assignment] = _folder_digest(source)
+        _write_json(self.root / "grader" / "sources.json", written)
         result = self.api().generate_assignment(assignment, force=True)
         if not result["success"]:
             raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result['log']}{result.get('error', '')}")
         self.seed(assignment)  # drawn at release (kept if there is one already)
 
+    def _written_sources(self) -> dict[str, str]:
+        path = self.root / "grader" / "sources.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+    def _merge_config(self) -> None:
+        path = self.root / "nbgrader_config.py"
+        line = f"c.CourseDirectory.course_id = {COURSE_ID!r}"
+        if not path.is_file():
+            path.write_text(f"c = get_config()  # noqa: F821\n{line}\n", encoding="utf-8")
+            return
+        text = path.read_text(encoding="utf-8")
+        if line not in text:
+            path.write_text(text.rstrip("\n") + f"\n\n# added by attention-course: the grader's gradebook course\n{line}\n",
+                            encoding="utf-8")
+
     # -- submissions ---------------------------------------------------------------------------
 
     def students(self, assignment: str) -> list[str]:
+        """Everyone with a submission folder, and everyone on the participant list given for this assignment."""
         submitted = self.root / "submitted"
-        if not submitted.is_dir():
-            return []
-        return sorted(p.name for p in submitted.iterdir() if (p / assignment).is_dir())
+        folders = {p.name for p in submitted.iterdir() if (p / assignment).is_dir()} if submitted.is_dir() else set()
+        return sorted(folders | set(self.intake(assignment).get("roster", {})))
 
-    def import_zip(self, archive: Path, assignment: str) -> list[str]:
-        """Unpack an LMS export (Moodle or Canvas naming) into ``submitted/<student>/<assignment>/``."""
-        imported, total = [], 0
-        notebook = self.notebooks(assignment)[0]
-        with zipfile.ZipFile(archive) as bundle:
-            for member in bundle.infolist():
-                if member.is_dir() or not member.filename.endswith(".ipynb"):
+    def intake_path(self, assignment: str) -> Path:
+        return self.root / "grader" / "intake" / f"{assignment}.json"
+
+    def intake(self, assignment: str) -> dict:
+        """What the LMS exports and participant lists said of each student: {"students": {key: …}, "roster": {key: …}}."""
+        path = self.intake_path(assignment)
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        return {"students": data.get("students", {}), "roster": data.get("roster", {}),
+                "roster_table": data.get("roster_table")}
+
+    def people(self, assignment: str) -> dict[str, lms.Student]:
+        """Every known student's LMS identity (the participant list's details over the export's)."""
+        intake = self.intake(assignment)
+        people = {key: lms.student_from_record(record) for key, record in intake["students"].items()}
+        for key, record in intake["roster"].items():
+            listed = lms.student_from_record(record)
+            known = people.setdefault(key, listed)
+            for name in ("name", "email", "sis_user_id", "sis_login_id", "section"):
+                if getattr(listed, name):
+                    setattr(known, name, getattr(listed, name))
+            known.on_roster = True
+        return people
+
+    def import_roster(self, path: Path, assignment: str) -> list[lms.Student]:
+        """Read a participant list (Moodle grading worksheet, Canvas gradebook export) for ``assignment``."""
+        listed = lms.read_roster(path)
+        intake = self.intake(assignment)
+        intake["roster"] = {s.key: lms.student_record(s) for s in listed}
+        intake["roster_table"] = list(lms.read_roster_table(path))
+        _write_json(self.intake_path(assignment), intake)
+        return listed
+
+    def import_zip(self, archive: Path, assignment: str) -> "lms.Export":
+        """Unpack an LMS export (Moodle or Canvas naming) into ``submitted/<student>/<assignment>/``.
+
+        Each student's folder is replaced by what the export holds: the notebook chosen to grade (see
+        :func:`lms.choose`), saved under the release's name, and its time. What else was submitted, why a
+        file was chosen and why nothing was, are kept for the summary and the report."""
+        export = lms.read_export(archive)
+        notebooks = self.notebooks(assignment)
+        released = {nb: self.released(assignment, nb) for nb in notebooks}
+        intake = self.intake(assignment)
+        for key, student in sorted(export.students.items()):
+            folder = self.root / "submitted" / key / assignment
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            record = lms.student_record(student)
+            record.update(graded={}, others=[], problems=[])
+            remaining = list(student.files)
+            for nb in notebooks:
+                choice = lms.choose(remaining if len(notebooks) > 1 else student.files, nb, _test_ids(released[nb]))
+                if choice.file is None:
+                    record["problems"].append(choice.problem)
                     continue
-                total += member.file_size
-                if member.file_size > MAX_ZIP_MEMBER_BYTES or total > MAX_ZIP_TOTAL_BYTES:
-                    raise ValueError(f"{archive}: {member.filename} is too large to be a notebook submission")
-                student = student_from_lms_name(member.filename)
-                target = self.root / "submitted" / student / assignment / f"{notebook}.ipynb"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with bundle.open(member) as source, target.open("wb") as out:
-                    shutil.copyfileobj(source, out)
-                stamp = datetime(*member.date_time).replace(tzinfo=timezone.utc)
-                (target.parent / "timestamp.txt").write_text(stamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
-                imported.append(student)
-        return sorted(set(imported))
+                remaining = [f for f in remaining if f is not choice.file]
+                (folder / f"{nb}.ipynb").write_bytes(choice.file.data)
+                record["graded"][nb] = choice.why
+                stamp = choice.file.when
+                (folder / "timestamp.txt").write_text(stamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+                record["attachment"] = choice.file.order if student.lms == "canvas" else 0
+            if len(notebooks) == 1:
+                record["others"] = choice.others if choice.file is not None else []
+            else:
+                record["others"] = sorted(f"{f.name} (in {f.inside})" if f.inside else f.name for f in remaining)
+            intake["students"][key] = record
+        _write_json(self.intake_path(assignment), intake)
+        return export
+
+    def _intake_flags(self, assignment: str, student: str, intake: dict) -> list[str]:
+        record = intake["students"].get(student)
+        if record is None:
+            if student in intake["roster"] and not (self.root / "submitted" / student / assignment).is_dir():
+                return ["no submission (on the participant list, not in any export)"]
+            return []
+        flags = []
+        if record.get("late"):
+            flags.append("late (the LMS marked the submission LATE)")
+        flags.extend(f"{nb}.ipynb: graded the file {why}" for nb, why in record.get("graded", {}).items() if why)
+        flags.extend(f"nothing gradable: {problem}" for problem in record.get("problems", []))
+        if record.get("others"):
+            others = record["others"]
+            flags.append(f"also submitted, not graded: {', '.join(others[:8])}"
+                         + (f" and {len(others) - 8} more" if len(others) > 8 else ""))
+        return flags
 
     # -- grading -------------------------------------------------------------------------------
 
@@ -174,7 +291,8 @@ class Course:
         released = {nb: self.released(assignment, nb) for nb in notebooks}
         seed = self.seed(assignment)
         students = students if students is not None else self.students(assignment)
-        summaries = {s: StudentSummary(s) for s in students}
+        people = self.people(assignment)
+        summaries = {s: StudentSummary(s, name=people[s].name if s in people else "") for s in students}
         release_folder = self.root / "release" / assignment
         release_print = _release_fingerprint(release_folder, seed)
         interrupted = threading.Event()
@@ -239,10 +357,12 @@ class Course:
             done = [s for s in students if s in finished and (s in reused or all(
                 results_path(self.results_dir, assignment, s, nb).is_file() for nb in notebooks))]
             self._record(assignment, done, notebooks, summaries, reused)
+            self.write_report(assignment)
             raise GradingInterrupted(len(done), len(students), recorded=True) from None
         pool.shutdown(wait=True)
         bar.close()
         self._record(assignment, students, notebooks, summaries, reused)
+        self.write_report(assignment)
         return [summaries[s] for s in students]
 
     def _unchanged(self, assignment: str, student: str, paths: list[Path], fingerprint: str,
@@ -292,6 +412,7 @@ class Course:
 
     def _record_each(self, assignment: str, students: list[str], notebooks: list[str],
                      summaries: dict[str, "StudentSummary"], reused: set[str]) -> None:
+        intake, people = self.intake(assignment), self.people(assignment)
         for student in students:
             paths = [results_path(self.results_dir, assignment, student, nb) for nb in notebooks]
             results = [NotebookResult.load(p) for p in paths if p.is_file()]
@@ -311,15 +432,77 @@ class Course:
                     self._record_directly(assignment, student, expected)
                     if self._gradebook_scores(assignment, student) != expected:
                         summaries[student].flags.append("THE GRADEBOOK DOES NOT HOLD THIS GRADE: record it by hand")
-            for nb, path in zip(notebooks, paths):
-                if path.is_file():
-                    result = NotebookResult.load(path)
-                    summaries[student].score += result.score
-                    summaries[student].max_score += result.max_score
-                    summaries[student].seconds += result.seconds
-                    summaries[student].flags.extend(f"{nb}: {flag}" for flag in result.flags)
+            summary = summaries[student]
+            summary.flags[:0] = self.flags_of(assignment, student, notebooks, intake)
+            summary.score, summary.max_score, summary.seconds = (sum(getattr(r, name) for r in results)
+                                                                for name in ("score", "max_score", "seconds"))
+            if results:
+                self._update_gradebook_student(assignment, student, people.get(student), flagged=bool(summary.flags))
             if student in reused:
-                summaries[student].flags.append("unchanged since its last grade (not graded again; --force to regrade)")
+                summary.flags.append("unchanged since its last grade (not graded again; --force to regrade)")
+
+    def flags_of(self, assignment: str, student: str, notebooks: list[str], intake: dict | None = None) -> list[str]:
+        """What the instructor should know of a student's submission: the intake's notes, then each notebook's."""
+        intake = intake if intake is not None else self.intake(assignment)
+        flags = self._intake_flags(assignment, student, intake)
+        for nb in notebooks:
+            path = results_path(self.results_dir, assignment, student, nb)
+            if path.is_file():
+                explained = {"missing notebook"} if flags else set()  # the intake's notes say why there is none
+                flags.extend(f"{nb}: {flag}" for flag in NotebookResult.load(path).flags if flag not in explained)
+        return flags
+
+    def _update_gradebook_student(self, assignment: str, student: str, person: "lms.Student | None", flagged: bool) -> None:
+        """The student's name and LMS id in nbgrader's gradebook, and formgrader's flag on a submission with notes."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+            if person is not None:
+                last, _, first = person.name.partition(", ") if ", " in person.name else ("", "", person.name)
+                gradebook.update_or_create_student(student, first_name=first or None, last_name=last or None,
+                                                   email=person.email or None, lms_user_id=person.lms_id or None)
+            if flagged:
+                try:
+                    submission = gradebook.find_submission(assignment, student)
+                except MissingEntry:
+                    return
+                for notebook in submission.notebooks:
+                    notebook.flagged = True
+                gradebook.db.commit()
+
+    REPORT_FIELDS = ("student", "name", "lms", "lms_id", "late", "score", "max_score")
+
+    def write_report(self, assignment: str) -> Path:
+        """``reports/<assignment>.csv``: every student with a grade, each test's points, the notes and the time."""
+        notebooks = self.notebooks(assignment)
+        intake, people = self.intake(assignment), self.people(assignment)
+        rows, tests = [], {}
+        for student in self.students(assignment):
+            paths = [results_path(self.results_dir, assignment, student, nb) for nb in notebooks]
+            results = [NotebookResult.load(p) for p in paths if p.is_file()]
+            if not results:
+                continue
+            person = people.get(student)
+            points = {}
+            for result in results:
+                for grade_id, check in result.checks.items():
+                    tests.setdefault(grade_id, check["points"])
+                    points[grade_id] = f"{check['points'] if check['passed'] else 0:g}"
+            rows.append({"student": student, "name": person.name if person else "", "lms": person.lms if person else "",
+                         "lms_id": person.lms_id if person else "", "late": "yes" if person and person.late else "",
+                         "score": f"{sum(r.score for r in results):g}", "max_score": f"{sum(r.max_score for r in results):g}",
+                         **points, "notes": " | ".join(self.flags_of(assignment, student, notebooks, intake)),
+                         "seconds": f"{sum(r.seconds for r in results):.1f}",
+                         "cpu_seconds": f"{sum(r.cpu_seconds for r in results):.1f}"})
+        path = self.root / "reports" / f"{assignment}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + ".partial")
+        with temporary.open("w", newline="", encoding="utf-8-sig") as out:  # (the BOM: spreadsheets then read UTF-8)
+            writer = csv.DictWriter(out, fieldnames=[*self.REPORT_FIELDS, *tests, "notes", "seconds", "cpu_seconds"])
+            writer.writeheader()
+            writer.writerows(rows)
+        temporary.replace(path)
+        return path
 
     def _record_directly(self, assignment: str, student: str, points: dict[str, float]) -> None:
         """Write the grader's scores into the gradebook with nbgrader's own API."""
@@ -348,28 +531,173 @@ class Course:
                     grade.needs_manual_grade = False
             gradebook.db.commit()
 
-    def feedback(self, assignment: str) -> Path:
-        """nbgrader's feedback, with every hidden test removed whoever graded the notebooks."""
+    def feedback(self, assignment: str) -> "FeedbackReport":
+        """Feedback for every graded student: nbgrader's page (no hidden tests in it, whoever graded the
+        notebooks; its math served with it), or a page that says why the submission could not be graded; and
+        ``feedback/<assignment>-<platform>.zip`` laid out for each platform's feedback upload."""
+        from attention_course.grading import feedback_pages
         from attention_course.grading.nbgrader_bridge import HideHiddenTests
         from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
         from nbgrader.preprocessors import GetGrades
 
-        config = self.config()
-        config.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
-        api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
-        result = api.generate_feedback(assignment, force=True)
-        if not result["success"]:
-            raise RuntimeError(f"nbgrader generate_feedback failed:\n{result['log']}")
-        return self.root / "feedback"
+        self.require(assignment)
+        notebooks = self.notebooks(assignment)
+        graded = [s for s in self.students(assignment)
+                  if all(results_path(self.results_dir, assignment, s, nb).is_file() for nb in notebooks)]
+        if not graded:
+            raise CourseError(f"nothing graded yet for {assignment}: run `attention-course grade {assignment}` first")
+        feedback_pages.mathjax_script()  # (fails early, with what to do, if the MathJax files are missing)
+        if (self.root / "autograded").is_dir() and any((self.root / "autograded").glob(f"*/{assignment}")):
+            config = self.config()
+            config.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+            api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+            result = api.generate_feedback(assignment, force=True)
+            if not result["success"]:
+                raise RuntimeError(f"nbgrader generate_feedback failed:\n{result['log']}")
+        people, intake = self.people(assignment), self.intake(assignment)
+        report = FeedbackReport(folder=self.root / "feedback")
+        zips: dict[str, zipfile.ZipFile] = {}
+        try:
+            for student in self.students(assignment):
+                if student not in graded:
+                    report.skipped["never graded"] = report.skipped.get("never graded", 0) + 1
+                    continue
+                folder = self.root / "feedback" / student / assignment
+                pages = [folder / f"{nb}.html" for nb in notebooks]
+                results = [NotebookResult.load(results_path(self.results_dir, assignment, student, nb)) for nb in notebooks]
+                for page, result, nb in zip(pages, results, notebooks):
+                    if page.is_file() and result.readable:
+                        page.write_text(feedback_pages.offline_math(page.read_text(encoding="utf-8")), encoding="utf-8")
+                    else:  # nbgrader writes nothing for a notebook it could not read: say what was wrong
+                        folder.mkdir(parents=True, exist_ok=True)
+                        person = people.get(student)
+                        reasons = [f for f in self._intake_flags(assignment, student, intake) if not f.startswith("late")]
+                        reasons += [f for f in result.flags if not reasons or f != "missing notebook"]
+                        received = (intake["students"].get(student) or {}).get("others", [])
+                        page.write_text(feedback_pages.problem_page(f"{assignment} ({nb}.ipynb)",
+                                                                    (person.name if person else "") or student,
+                                                                    reasons or ["no notebook was received"], received),
+                                        encoding="utf-8")
+                report.written += 1
+                person = people.get(student) or lms.Student(key=student, lms="folder", lms_id=student)
+                entry = lms.feedback_entry(person, assignment)
+                if entry is None:
+                    why = "no uploaded file on the platform to attach it to"
+                    report.not_zipped[why] = report.not_zipped.get(why, 0) + 1
+                    continue
+                if person.lms not in zips:
+                    path = self.root / "feedback" / f"{assignment}-{person.lms}.zip"
+                    zips[person.lms] = zipfile.ZipFile(path.with_name(path.name + ".partial"), "w", zipfile.ZIP_DEFLATED)
+                    report.zips.append(path)
+                for page, nb in zip(pages, notebooks):
+                    name = entry if len(notebooks) == 1 else entry.replace(f"{assignment}-feedback", f"{nb}-feedback")
+                    zips[person.lms].write(page, name)
+        finally:
+            for bundle in zips.values():
+                bundle.close()
+        for path in report.zips:
+            path.with_name(path.name + ".partial").replace(path)
+        return report
 
-    def export(self, destination: Path) -> Path:
-        from nbgrader.apps import ExportApp
+    EXPORT_FORMATS = ("nbgrader", "moodle", "canvas")
+    NBGRADER_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+                        "raw_score", "late_submission_penalty", "score", "max_score"]
 
-        app = ExportApp(config=self.config())
-        app.coursedir = CourseDirectory(config=self.config())
-        app.config.CsvExportPlugin.to = str(destination)
-        app.start()
-        return destination
+    def gradebook_grades(self) -> dict[str, list[lms.Grade]]:
+        """{assignment: the gradebook's grade of every submission} for the assignments with submissions; the
+        gradebook's scores, so a score changed by hand in formgrader is the one exported."""
+        from nbgrader.api import Gradebook
+
+        path = self.root / "gradebook.db"
+        if not path.is_file():
+            return {}
+        grades: dict[str, list[lms.Grade]] = {}
+        with Gradebook(f"sqlite:///{path}", COURSE_ID) as gradebook:
+            for assignment in gradebook.assignments:
+                people = self.people(assignment.name)
+                for submission in sorted(assignment.submissions, key=lambda s: s.student.id):
+                    grades.setdefault(assignment.name, []).append(lms.Grade(
+                        submission.student.id, _after_penalty(submission), float(assignment.max_score),
+                        people.get(submission.student.id)))
+        return grades
+
+    def export(self, destination: Path, fmt: str = "nbgrader", assignment: str | None = None) -> tuple[Path, list[str]]:
+        """Write the grades for an LMS to import; returns the file and what was left out (one line each)."""
+        if fmt not in self.EXPORT_FORMATS:
+            raise CourseError(f"unknown format {fmt!r}: choose one of {', '.join(self.EXPORT_FORMATS)}")
+        if destination.is_dir():
+            raise CourseError(f"{destination} is a folder: give a file name, e.g. {destination / 'grades.csv'}")
+        if not destination.parent.is_dir():
+            raise CourseError(f"no folder {destination.parent} to write {destination.name} in")
+        grades = self.gradebook_grades()
+        if assignment is not None:
+            if assignment not in grades:
+                raise CourseError(f"nothing graded for {assignment!r}; graded: {', '.join(grades) or 'nothing yet'}")
+            grades = {assignment: grades[assignment]}
+        if not grades:
+            raise CourseError(f"nothing graded yet in {self.root}: run `attention-course grade` first")
+        skipped: list[str] = []
+        if fmt == "moodle":
+            if len(grades) > 1:
+                raise CourseError("Moodle takes one grading worksheet per assignment: add --assignment, one of "
+                                  + ", ".join(grades))
+            [(name, assignment_grades)] = grades.items()
+            text, skipped = lms.moodle_worksheet(assignment_grades, self._roster_table(name))
+        elif fmt == "canvas":
+            people: dict[str, lms.Student] = {}
+            for name in grades:
+                people.update(self.people(name))
+            tables = [t for t in (self._roster_table(name) for name in grades) if t and t[0] == "canvas"]
+            text, skipped = lms.canvas_gradebook(grades, people, tables[0] if tables else None)
+        else:
+            text = self._nbgrader_csv(grades)
+        temporary = destination.with_name(destination.name + ".partial")
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(destination)
+        return destination, skipped
+
+    def _roster_table(self, assignment: str):
+        table = self.intake(assignment).get("roster_table")
+        return tuple(table) if table else None
+
+    def _nbgrader_csv(self, grades: dict[str, list[lms.Grade]]) -> str:
+        from nbgrader.api import Gradebook
+
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=self.NBGRADER_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+            for name in grades:
+                assignment = gradebook.find_assignment(name)
+                for submission in sorted(assignment.submissions, key=lambda s: s.student.id):
+                    student = submission.student
+                    writer.writerow({"assignment": name, "duedate": assignment.duedate or "",
+                                     "timestamp": submission.timestamp or "", "student_id": student.id,
+                                     "last_name": student.last_name or "", "first_name": student.first_name or "",
+                                     "email": student.email or "", "raw_score": float(submission.score),
+                                     "late_submission_penalty": float(submission.late_submission_penalty or 0),
+                                     "score": _after_penalty(submission), "max_score": float(assignment.max_score)})
+        return out.getvalue()
+
+
+def _after_penalty(submission) -> float:
+    """A submission's score as nbgrader exports it: less its late penalty (if the course sets one), never below 0."""
+    return max(0.0, float(submission.score) - float(submission.late_submission_penalty or 0))
+
+
+def _folder_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        if path.is_file() and ".ipynb_checkpoints" not in path.parts:
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _write_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".partial")
+    temporary.write_text(json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    temporary.replace(path)
 
 
 def _adopt_renamed_notebook(folder: Path, notebooks: list[str]) -> dict[str, str]:
@@ -435,29 +763,6 @@ def _extra_files(folder: Path, notebooks: list[str], release_folder: Path) -> li
 def _test_ids(notebook) -> set[str]:
     return {c.metadata["nbgrader"]["grade_id"] for c in notebook.cells
             if (c.metadata.get("nbgrader") or {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
-
-
-LMS_PATTERNS = [
-    # Moodle: "Jane Doe_123456_assignsubmission_file_/soft-hard.ipynb" or "..._file_soft-hard.ipynb"
-    re.compile(r"^(?P<name>[^/_]+)_(?P<id>\d+)_assignsubmission_file_"),
-    # Canvas: "doejane_12345_67890_soft-hard.ipynb", late ones "doejane_LATE_12345_67890_..."
-    re.compile(r"^(?P<name>[a-z0-9]+)_(?:LATE_)?(?P<id>\d+)_\d+_"),
-]
-
-
-def student_from_lms_name(filename: str) -> str:
-    """A student id from an LMS export's file name: '<name>-<number>', made safe as a folder name."""
-    base = filename.replace("\\", "/")
-    for pattern in LMS_PATTERNS:
-        match = pattern.match(base)
-        if match:
-            name = re.sub(r"[^a-z0-9]+", "", match["name"].lower()) or "student"
-            return f"{name}-{match['id']}"
-    top = base.split("/")[0] if "/" in base else Path(base).stem
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", top).strip(".-")
-    if not safe:
-        raise ValueError(f"cannot tell which student submitted {filename!r}")
-    return safe
 
 
 def _timestamp_flags(folder: Path) -> list[str]:

@@ -1,0 +1,227 @@
+"""A class's round trip through its LMS: the submissions download in, grades, a report, formgrader flags
+and feedback out, in files Moodle and Canvas take back. The downloads are made by ``lms_exports``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook
+
+import lms_exports
+from attention_course.grading import lms
+from attention_course.grading.nbgrader_bridge import COURSE_ID
+from test_grading_cli import cli
+
+pytestmark = pytest.mark.slow
+
+
+# -- names, as each platform writes them (fast) ---------------------------------------------------------
+
+@pytest.mark.parametrize("path, key, name, file, late", [
+    ("Jane Doe_123456_assignsubmission_file/soft-hard.ipynb", "moodle-123456", "Jane Doe", "soft-hard.ipynb", False),
+    ("Jane Doe_123456_assignsubmission_file_/soft-hard.ipynb", "moodle-123456", "Jane Doe", "soft-hard.ipynb", False),
+    ("Jane Doe_123456_assignsubmission_file_soft-hard.ipynb", "moodle-123456", "Jane Doe", "soft-hard.ipynb", False),
+    ("Participant_123456_assignsubmission_file/soft-hard.ipynb", "moodle-123456", "", "soft-hard.ipynb", False),
+    ("Group A-Jane Doe_123456_assignsubmission_file_/soft-hard.ipynb", "moodle-123456", "Group A-Jane Doe",
+     "soft-hard.ipynb", False),
+    ("李雷_88_assignsubmission_file/sub/soft-hard (1).ipynb", "moodle-88", "李雷", "sub/soft-hard (1).ipynb", False),
+    ("doejane_4711_98765_soft-hard.ipynb", "canvas-4711", "doejane", "soft-hard.ipynb", False),
+    ("müllerzoë_LATE_4712_98766_soft-hard-1.ipynb", "canvas-4712", "müllerzoë", "soft-hard-1.ipynb", True),
+    ("李雷_late_4713_9_soft_hard.ipynb", "canvas-4713", "李雷", "soft_hard.ipynb", True),
+    ("anon_x8Hq2_555_soft-hard.ipynb", "canvas-anon-x8Hq2", "", "soft-hard.ipynb", False),
+    ("anon_12345_556_soft-hard.ipynb", "canvas-anon-12345", "", "soft-hard.ipynb", False),
+])
+def test_students_are_keyed_on_the_platforms_id_and_keep_their_names(path, key, name, file, late):
+    student, received, _ = lms.identify(path)
+    assert (student.key, student.name, received, student.late) == (key, name, file, late)
+
+
+def test_which_notebook_is_graded_among_several():
+    def got(*names: str, grade_ids=frozenset()) -> str | None:
+        files = [lms.Received(n, b"{}", when=None, order=i) for i, n in enumerate(names)]
+        choice = lms.choose(files, "soft-hard", set(grade_ids))
+        return choice.file.name if choice.file else None
+
+    assert got("Untitled.ipynb", "soft-hard.ipynb", "soft-hard (1).ipynb") == "soft-hard.ipynb"
+    assert got("Untitled.ipynb", "soft-hard (1).ipynb") == "soft-hard (1).ipynb"
+    assert got("soft-hard (1).ipynb", "soft-hard (2).ipynb") == "soft-hard (2).ipynb"  # the newer upload
+    assert got("Copy of Soft_Hard.ipynb", "notes.txt") == "Copy of Soft_Hard.ipynb"
+    assert got("mine.ipynb") == "mine.ipynb"
+    assert got("a.ipynb", "b.ipynb") is None
+    assert got("report.pdf") is None
+
+
+# -- a Moodle class of 30 -----------------------------------------------------------------------------
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+
+
+@pytest.fixture(scope="module")
+def moodle(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("moodle")
+    samples = lms_exports.moodle_class()
+    course = folder / "course"
+    assert cli("release", "--course", str(course), "--no-verify").returncode == 0
+    worksheet = lms_exports.moodle_worksheet(samples, folder / "worksheet.csv", extra=[("500031", "Wang Fang")])
+    older = lms_exports.moodle_download(samples, folder / "before-upgrade.zip", naming="older")
+    first = cli("grade", "soft-hard", "--course", str(course), "--zip", str(older), "--roster", str(worksheet), "--jobs", "2")
+    current = lms_exports.moodle_download(samples, folder / "after-upgrade.zip", naming="folder")
+    again = cli("grade", "soft-hard", "--course", str(course), "--zip", str(current), "--jobs", "2")
+    feedback = cli("feedback", "soft-hard", "--course", str(course))
+    worksheet_out = folder / "upload-to-moodle.csv"
+    exported = cli("export", "--course", str(course), "--format", "moodle", "--to", str(worksheet_out))
+    nbgrader_csv = folder / "nbgrader.csv"
+    exported_nbgrader = cli("export", "--course", str(course), "--to", str(nbgrader_csv))
+    return dict(samples=samples, course=course, first=first, again=again, feedback=feedback, exported=exported,
+                worksheet=worksheet_out, exported_nbgrader=exported_nbgrader, nbgrader_csv=nbgrader_csv)
+
+
+def test_moodle_nobody_lost_nobody_split_and_the_right_notebook_graded(moodle):
+    for run in ("first", "again"):
+        assert moodle[run].returncode == 0, moodle[run].stdout + moodle[run].stderr
+    assert "imported 30 students" in moodle["first"].stdout
+    assert "__MACOSX (1)" in moodle["first"].stdout
+    keys = {f"moodle-{s.lms_id}" for s in moodle["samples"]}
+    assert {p.name for p in (moodle["course"] / "submitted").iterdir()} == keys  # the upgrade split nobody
+    report = {row["student"]: row for row in _rows(moodle["course"] / "reports" / "soft-hard.csv")}
+    assert set(report) == keys | {"moodle-500031"}
+    for sample in moodle["samples"]:
+        row = report[f"moodle-{sample.lms_id}"]
+        assert (row["name"], float(row["score"]), row["max_score"]) == (sample.name, sample.score, "10"), row
+        for note in sample.notes:
+            assert note in row["notes"], (sample.name, row["notes"])
+        assert all(row[test] != "" for test in ("test-softmax", "test-soft-attention", "test-hard-attention"))
+    missing = report["moodle-500031"]
+    assert missing["score"] == "0" and "no submission" in missing["notes"] and missing["name"] == "Wang Fang"
+    # The re-download changed no notebook: nothing graded again, every score the same.
+    assert moodle["again"].stdout.count("unchanged since its last grade") == 31  # (the missing one too)
+
+
+def test_moodle_gradebook_has_names_ids_and_formgrader_flags(moodle):
+    with Gradebook(f"sqlite:///{moodle['course'] / 'gradebook.db'}", COURSE_ID) as gradebook:
+        students = {s.id: s for s in gradebook.students}
+        assert len(students) == 31
+        assert students["moodle-500003"].first_name == "李雷" and students["moodle-500003"].lms_user_id == "500003"
+        assert students["moodle-500002"].email == "u500002@example.edu"
+        flagged = {nb.student.id for a in gradebook.assignments for s in a.submissions for nb in s.notebooks if nb.flagged}
+    with_notes = {f"moodle-{s.lms_id}" for s in moodle["samples"] if s.notes or s.score == 0 and s.graded_from != "soft-hard.ipynb"}
+    assert with_notes <= flagged
+    assert "moodle-500001" not in flagged and "moodle-500013" not in flagged  # a clean submission is not flagged
+    assert "moodle-500031" in flagged
+
+
+def test_moodle_feedback_for_everyone_in_a_zip_moodle_matches_to_participants(moodle):
+    assert moodle["feedback"].returncode == 0, moodle["feedback"].stderr
+    assert "feedback written for 31 students" in moodle["feedback"].stdout
+    bundle = zipfile.ZipFile(moodle["course"] / "feedback" / "soft-hard-moodle.zip")
+    participants = {f"5000{n:02d}" for n in range(1, 32)}
+    seen = set()
+    for name in bundle.namelist():
+        folder, _, page = name.partition("/")
+        # Moodle's importer: each path part split on "_" (at most 5 pieces) needs a participant id and a
+        # submission plugin; the name part has no "_".
+        info = folder.split("_", 4)
+        assert len(info) >= 4 and info[1] in participants and info[2:4] == ["assignsubmission", "file"], name
+        assert page == "soft-hard-feedback.html"
+        seen.add(info[1])
+        html = bundle.read(name).decode()
+        assert not re.search(r"""<(script|link|img)[^>]+(src|href)=["']?(https?:)?//""", html), name
+    assert seen == participants
+    chloe = bundle.read("Chloé Dubois_500008_assignsubmission_file/soft-hard-feedback.html").decode()
+    assert "could not be graded" in chloe and "report.pdf" in chloe and "0 points" in chloe
+    absent = bundle.read("Wang Fang_500031_assignsubmission_file/soft-hard-feedback.html").decode()
+    assert "no submission" in absent
+
+
+def test_moodle_worksheet_export_fills_the_downloaded_worksheet(moodle):
+    assert moodle["exported"].returncode == 0, moodle["exported"].stderr
+    rows = _rows(moodle["worksheet"])
+    assert {"Identifier", "Grade", "Last modified (grade)"} <= set(rows[0])  # what Moodle's upload requires
+    grades = {row["Identifier"]: row for row in rows}
+    assert len(grades) == 31
+    for sample in moodle["samples"]:
+        row = grades[f"Participant {sample.lms_id}"]
+        assert float(row["Grade"]) == pytest.approx(sample.score * 10)  # the worksheet's maximum is 100
+        assert row["Full name"] == sample.name and row["Maximum Grade"] == "100.00"
+    assert grades["Participant 500031"]["Grade"] == "0.00"
+    nbgrader_rows = _rows(moodle["nbgrader_csv"])
+    assert len(nbgrader_rows) == 31 and {r["assignment"] for r in nbgrader_rows} == {"soft-hard"}  # graded only
+    assert all(r["first_name"] for r in nbgrader_rows)
+
+
+# -- a Canvas class --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def canvas(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("canvas")
+    samples = lms_exports.canvas_class()
+    course = folder / "course"
+    assert cli("release", "--course", str(course), "--no-verify").returncode == 0
+    roster = lms_exports.canvas_gradebook(samples, folder / "gradebook-export.csv")
+    first = cli("grade", "soft-hard", "--course", str(course), "--zip",
+                str(lms_exports.canvas_download(samples, folder / "download.zip")), "--roster", str(roster), "--jobs", "2")
+    # A re-download after one student resubmitted: every attachment id is new.
+    samples[1].files = {"soft-hard.ipynb": lms_exports.notebook_bytes("correct")}
+    samples[1].score, redownload = 10, lms_exports.canvas_download(samples, folder / "again.zip", first_attachment=95000)
+    again = cli("grade", "soft-hard", "--course", str(course), "--zip", str(redownload), "--jobs", "2")
+    feedback = cli("feedback", "soft-hard", "--course", str(course))
+    gradebook_csv = folder / "import-to-canvas.csv"
+    exported = cli("export", "--course", str(course), "--format", "canvas", "--to", str(gradebook_csv))
+    return dict(samples=samples, course=course, first=first, again=again, feedback=feedback, exported=exported,
+                gradebook_csv=gradebook_csv, redownload=redownload)
+
+
+def test_canvas_keys_late_and_anonymous_and_a_resubmission_splits_nobody(canvas):
+    for run in ("first", "again"):
+        assert canvas[run].returncode == 0, canvas[run].stdout + canvas[run].stderr
+    assert "1 marked late" in canvas["first"].stdout
+    report = {row["student"]: row for row in _rows(canvas["course"] / "reports" / "soft-hard.csv")}
+    expected = {"canvas-4711", "canvas-4712", "canvas-4713", "canvas-4714", "canvas-anon-x8Hq2", "canvas-4716",
+                "canvas-4717"}
+    assert set(report) == expected  # 6 submitted + 1 on the gradebook only; the resubmission is the same student
+    for sample in canvas["samples"]:
+        key = "canvas-" + sample.lms_id.replace("_", "-")
+        assert float(report[key]["score"]) == sample.score, report[key]
+        for note in sample.notes:
+            assert note in report[key]["notes"]
+    assert report["canvas-4714"]["late"] == "yes" and report["canvas-4712"]["name"] == "Müller, Zoë"
+    assert "no submission" in report["canvas-4717"]["notes"]
+
+
+def test_canvas_feedback_zip_names_the_graded_attachment(canvas):
+    assert canvas["feedback"].returncode == 0, canvas["feedback"].stderr
+    download = {name.split("_")[-2]: name for name in zipfile.ZipFile(canvas["redownload"]).namelist()
+                if not name.startswith("__MACOSX")}  # attachment id -> file name in the download
+    bundle = zipfile.ZipFile(canvas["course"] / "feedback" / "soft-hard-canvas.zip")
+    users = set()
+    for name in bundle.namelist():
+        # Canvas's re-upload: "LATE" dropped, then "anon_<id>_<attachment>" or the first two numbers.
+        tokens = [t for t in name.split("_") if t != "LATE"]
+        if tokens[0] == "anon":
+            user, attachment = f"anon_{tokens[1]}", tokens[2]
+        else:
+            numbers = [i for i, t in enumerate(tokens[:-1]) if t.isdigit() and tokens[i + 1].isdigit()]
+            user, attachment = tokens[numbers[0]], tokens[numbers[0] + 1]
+        assert attachment in download and f"_{user}_" in f"_{download[attachment]}"
+        assert download[attachment].endswith("_soft-hard.ipynb"), name  # the file that was graded
+        users.add(user)
+    assert users == {"4711", "4712", "4713", "4714", "anon_x8Hq2", "4716"}
+    assert "not in the zip: 1" in canvas["feedback"].stdout  # the student with no upload to attach it to
+
+
+def test_canvas_gradebook_export_has_canvas_columns_and_scaled_points(canvas):
+    assert canvas["exported"].returncode == 0, canvas["exported"].stderr
+    rows = list(csv.reader(io.StringIO(canvas["gradebook_csv"].read_text(encoding="utf-8"))))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "soft-hard (3301)"]
+    assert rows[1][0] == "Points Possible" and rows[1][5] == "20.00"
+    by_id = {row[1]: row for row in rows[2:]}
+    assert set(by_id) == {"4711", "4712", "4713", "4714", "4716", "4717"}
+    assert by_id["4713"][0] == "李, 雷" and by_id["4713"][2:5] == ["S4713", "login4713", "Section A"]
+    assert by_id["4712"][5] == "20.00" and by_id["4716"][5] == "12.00" and by_id["4717"][5] == "0.00"
+    assert "anonymous" in canvas["exported"].stdout  # said, not silently dropped
