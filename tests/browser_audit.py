@@ -124,7 +124,7 @@ def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport
     page.on("response", lambda resp: report.failed.append(f"{resp.url} (HTTP {resp.status})") if resp.status >= 400 else None)
 
     page.goto(url, wait_until="load")
-    for attempt in range(3):
+    for attempt in range(5):
         try:
             # Wait for MathJax's first typeset where the page has math.
             if page.evaluate("document.querySelectorAll('.math').length") > 0:
@@ -137,8 +137,10 @@ def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport
             break
         except PlaywrightError as error:
             # The book's root index.html redirects (meta refresh) to its first page: audit where it lands.
-            if "context was destroyed" not in str(error) or attempt == 2:
+            if "context was destroyed" not in str(error) or attempt == 4:
                 raise
+            if page.url == url:  # the redirect has not committed yet (a busy machine): wait for it to land
+                page.wait_for_url(lambda landed: landed != url, timeout=30000)
             page.wait_for_load_state("load")
     report.final_url = page.url
     context.close()

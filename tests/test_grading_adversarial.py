@@ -201,6 +201,7 @@ def test_a_sequential_run_gives_the_same_scores(batch, tmp_path):
 
 def test_grading_refuses_to_run_unsandboxed_unless_asked(tmp_path):
     # With bubblewrap out of reach, `grade` must stop before running any submission.
+    Course(tmp_path / "course").generate(ASSIGNMENT)
     environment = {**os.environ, "PATH": "/nonexistent"}
     result = subprocess.run([sys.executable, "-m", "attention_course.grading.cli", "grade", ASSIGNMENT,
                              "--course", str(tmp_path / "course")], capture_output=True, text=True, env=environment,

@@ -225,3 +225,39 @@ def test_canvas_gradebook_export_has_canvas_columns_and_scaled_points(canvas):
     assert by_id["4713"][0] == "李, 雷" and by_id["4713"][2:5] == ["S4713", "login4713", "Section A"]
     assert by_id["4712"][5] == "20.00" and by_id["4716"][5] == "12.00" and by_id["4717"][5] == "0.00"
     assert "anonymous" in canvas["exported"].stdout  # said, not silently dropped
+
+
+# -- a Moodle group assignment ----------------------------------------------------------------------------
+
+def test_a_moodle_group_submission_is_graded_for_every_member(tmp_path):
+    course = tmp_path / "course"
+    assert cli("release", "--course", str(course), "--no-verify").returncode == 0
+    members = {"600001": ("Li Na", "Team Red"), "600002": ("Omar Haddad", "Team Red"),
+               "600003": ("Sofía Ruiz", "Team Blue"), "600004": ("王伟", "Team Blue"), "600005": ("Solo Sam", "")}
+    worksheet = tmp_path / "worksheet.csv"
+    with worksheet.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out)
+        writer.writerow(["Identifier", "Full name", "Email address", "Status", "Group", "Grade", "Maximum Grade",
+                         "Grade can be changed", "Last modified (submission)", "Last modified (grade)"])
+        for lms_id, (name, group) in members.items():
+            writer.writerow([f"Participant {lms_id}", name, "", "", group, "", "10.00", "Yes", "-", "-"])
+    download = tmp_path / "download.zip"
+    with zipfile.ZipFile(download, "w") as bundle:
+        # Moodle >= 4.1 names a group's submission after the group (and its id); older Moodle put the group's
+        # name before the submitter's.
+        bundle.writestr("Team Red_45_assignsubmission_file/soft-hard.ipynb", lms_exports.notebook_bytes("correct"))
+        bundle.writestr("Team Blue-Sofía Ruiz_600003_assignsubmission_file_/soft-hard.ipynb",
+                        lms_exports.notebook_bytes("buggy"))
+    graded = cli("grade", "soft-hard", "--course", str(course), "--zip", str(download), "--roster", str(worksheet),
+                 "--jobs", "2")
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    report = {row["student"]: row for row in _rows(course / "reports" / "soft-hard.csv")}
+    assert set(report) == {f"moodle-{i}" for i in members}  # no student "moodle-45": that is the group
+    scores = {key: float(row["score"]) for key, row in report.items()}
+    assert scores == {"moodle-600001": 10, "moodle-600002": 10, "moodle-600003": 6, "moodle-600004": 6, "moodle-600005": 0}
+    assert "group submission of Team Red" in report["moodle-600002"]["notes"]
+    assert "group submission of Team Blue" in report["moodle-600004"]["notes"]
+    assert "no submission" in report["moodle-600005"]["notes"] and report["moodle-600004"]["name"] == "王伟"
+    assert cli("feedback", "soft-hard", "--course", str(course)).returncode == 0
+    entries = zipfile.ZipFile(course / "feedback" / "soft-hard-moodle.zip").namelist()
+    assert sorted(e.split("_")[1] for e in entries) == sorted(members)  # every member gets their own page

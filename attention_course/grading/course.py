@@ -227,12 +227,11 @@ class Course:
         notebooks = self.notebooks(assignment)
         released = {nb: self.released(assignment, nb) for nb in notebooks}
         intake = self.intake(assignment)
+        roster = {key: lms.student_from_record(record) for key, record in intake["roster"].items()}
         for key, student in sorted(export.students.items()):
-            folder = self.root / "submitted" / key / assignment
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir(parents=True)
             record = lms.student_record(student)
             record.update(graded={}, others=[], problems=[])
+            chosen: dict[str, lms.Received] = {}
             remaining = list(student.files)
             for nb in notebooks:
                 choice = lms.choose(remaining if len(notebooks) > 1 else student.files, nb, _test_ids(released[nb]))
@@ -240,18 +239,34 @@ class Course:
                     record["problems"].append(choice.problem)
                     continue
                 remaining = [f for f in remaining if f is not choice.file]
-                (folder / f"{nb}.ipynb").write_bytes(choice.file.data)
+                chosen[nb] = choice.file
                 record["graded"][nb] = choice.why
-                stamp = choice.file.when
-                (folder / "timestamp.txt").write_text(stamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
                 record["attachment"] = choice.file.order if student.lms == "canvas" else 0
             if len(notebooks) == 1:
                 record["others"] = choice.others if choice.file is not None else []
             else:
                 record["others"] = sorted(f"{f.name} (in {f.inside})" if f.inside else f.name for f in remaining)
+            group, members = lms.group_of(student, roster)
+            if group:  # graded for each member, each with their own identity (and feedback entry)
+                for member in members:
+                    entry = {**record, **lms.student_record(roster[member]), "group": group,
+                             "group_submitted_as": student.submitted_as, "submitted_as": "", "late": student.late}
+                    self._store_submission(assignment, member, chosen)
+                    intake["students"][member] = entry
+                continue
+            self._store_submission(assignment, key, chosen)
             intake["students"][key] = record
         _write_json(self.intake_path(assignment), intake)
         return export
+
+    def _store_submission(self, assignment: str, student: str, chosen: dict[str, "lms.Received"]) -> None:
+        """A student's folder, replaced by the notebooks chosen from an export (each under the release's name)."""
+        folder = self.root / "submitted" / student / assignment
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        for nb, received in chosen.items():
+            (folder / f"{nb}.ipynb").write_bytes(received.data)
+            (folder / "timestamp.txt").write_text(received.when.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
 
     def _intake_flags(self, assignment: str, student: str, intake: dict) -> list[str]:
         record = intake["students"].get(student)
@@ -260,6 +275,9 @@ class Course:
                 return ["no submission (on the participant list, not in any export)"]
             return []
         flags = []
+        if record.get("group"):
+            flags.append(f"group submission of {record['group']} (downloaded as {record.get('group_submitted_as', '')}), "
+                         "graded for each member")
         if record.get("late"):
             flags.append("late (the LMS marked the submission LATE)")
         flags.extend(f"{nb}.ipynb: graded the file {why}" for nb, why in record.get("graded", {}).items() if why)
@@ -300,7 +318,7 @@ class Course:
 
         def work(student: str) -> None:
             folder = self.root / "submitted" / student / assignment
-            renamed = _adopt_renamed_notebook(folder, notebooks)
+            renamed = _adopt_renamed_notebook(folder, notebooks, released[notebooks[0]])
             fingerprint = _submission_fingerprint(folder, notebooks, release_print)
             paths = [results_path(self.results_dir, assignment, student, nb) for nb in notebooks]
             if not force and self._unchanged(assignment, student, paths, fingerprint, summaries[student]):
@@ -700,20 +718,26 @@ def _write_json(path: Path, data) -> None:
     temporary.replace(path)
 
 
-def _adopt_renamed_notebook(folder: Path, notebooks: list[str]) -> dict[str, str]:
-    """A one-notebook assignment submitted under another name ("soft-hard (1).ipynb"): copy it to the
-    expected name, which nbgrader needs, keeping the student's file. Returns {expected: submitted name}."""
+def _adopt_renamed_notebook(folder: Path, notebooks: list[str], released) -> dict[str, str]:
+    """A one-notebook assignment in nbgrader's layout without the notebook under its own name: the file
+    :func:`lms.choose` picks ("soft-hard (1).ipynb", "soft-hard.IPYNB", the one notebook with the
+    assignment's cells …) is copied to the expected name, which nbgrader needs, keeping the student's
+    file. Returns {expected: submitted name}."""
     if len(notebooks) != 1 or not folder.is_dir():
         return {}
     expected = folder / f"{notebooks[0]}.ipynb"
-    others = [p for p in folder.glob("*.ipynb") if p != expected and p.is_file() and not p.is_symlink()]
+    others = sorted(p for p in folder.iterdir() if p.suffix.lower() == ".ipynb" and p != expected
+                    and p.is_file() and not p.is_symlink())
     if expected.exists():  # graded before: the copy made then is still the student's renamed file
         same = [p for p in others if p.read_bytes() == expected.read_bytes()]
         return {notebooks[0]: same[0].name} if len(others) == 1 and same else {}
-    if len(others) != 1:
+    files = [lms.Received(p.name, p.read_bytes(), when=datetime.fromtimestamp(p.stat().st_mtime, timezone.utc),
+                          order=0) for p in others]
+    choice = lms.choose(files, notebooks[0], _test_ids(released))
+    if choice.file is None:
         return {}
-    shutil.copy2(others[0], expected)
-    return {notebooks[0]: others[0].name}
+    shutil.copy2(folder / choice.file.name, expected)
+    return {notebooks[0]: choice.file.name}
 
 
 GRADER_SOURCES = Path(__file__).resolve().parents[1]  # the course package: the grader and its references

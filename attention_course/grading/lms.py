@@ -12,28 +12,39 @@ Moodle (mod_assign), ``<prefix>_<participant id>_<plugin>`` then the student's f
   folder mode, older          ``Jane Doe_123456_assignsubmission_file_/soft-hard.ipynb``
   flat mode (no folders)      ``Jane Doe_123456_assignsubmission_file_soft-hard.ipynb``
   blind marking               ``Participant_123456_assignsubmission_file/soft-hard.ipynb``
-  group submissions           ``Group A-Jane Doe_123456_assignsubmission_file/soft-hard.ipynb``
+  group submissions           ``Group A_45_assignsubmission_file/…`` (>= 4.1: the group's name and id)
+                              ``Group A-Jane Doe_123456_assignsubmission_file_/…`` (older: the group's
+                              name before the submitter's)
   The prefix is the full name (or "Participant") with ``_`` replaced by spaces, so the first ``_``
   ends it; accents and Chinese characters are kept. The participant id is Moodle's per-assignment
-  "unique id for user", the same number as the grading worksheet's ``Identifier`` ("Participant
-  123456"). Other plugins (``assignsubmission_onlinetext`` …) are listed, not graded.
+  id for the user (``assign_user_mapping``), the number in the grading worksheet's ``Identifier``
+  ("Participant 123456"). Other plugins (``assignsubmission_onlinetext`` …) are listed, not graded.
+  A group's submission is downloaded once; with the grading worksheet of a group assignment (its
+  "Group" column) as the participant list, it is graded for every member of the group.
 
 Canvas ("Download Submissions"), one flat file per attachment:
-  ``<name>[_LATE]_<user id>_<attachment id>_<file name>``, and ``<name>_LATE_anon_<id>_…`` style
-  ``anon_<anonymous id>`` in place of the user id when grading is anonymous. ``<name>`` is the
-  sortable name ("Doe, Jane") lower-cased with everything that is not a letter or a digit removed
-  (``doejane``; Unicode letters are kept: ``müllerzoë``, ``李雷``). The attachment id changes with
-  every upload, so it is never part of a student's key; a higher one is a newer upload. A file name
-  that repeats within one submission gets ``-1``, ``-2`` before its extension.
+  ``<name>[_LATE]_<user id>_<attachment id>_<file name>``, and ``anon_<anonymous id>_<attachment id>_…``
+  when grading is anonymous. ``<name>`` is the sortable name ("Doe, Jane") with everything that is
+  not a letter, a digit or ``_`` removed, lower-cased (``doejane``; Unicode letters are kept:
+  ``müllerzoë``, ``李雷``); some versions lower-case the ``LATE`` mark too. The attachment id changes
+  with every upload, so it is never part of a student's key; a higher one is a newer upload. A
+  repeated file name within one submission gets ``-1``, ``-2`` before its extension. Names are read
+  back as Canvas's own re-upload reads them: ``LATE`` dropped, ``anon_<id>``, else the first two
+  numbers are the user id and the attachment id.
 
 A student is keyed on the platform's own id (``moodle-123456``, ``canvas-4711``,
 ``canvas-anon-x8Hq2``); the name is a label that is stored as written. Entries under ``__MACOSX/``,
-``.ipynb_checkpoints/``, ``.DS_Store`` and ``Thumbs.db`` are ignored. A zip that nbgrader's exchange
-layout put in folders (``alice/soft-hard.ipynb``) keys each student on the folder's name.
+``.ipynb_checkpoints/``, ``.DS_Store`` and ``Thumbs.db`` are ignored. A zip of nbgrader's exchange
+folders (``alice/soft-hard.ipynb``) keys each student on the folder's name.
 
 Participant lists (``--roster``): Moodle's grading worksheet (``Identifier``, ``Full name``,
-``Email address`` …) and Canvas's gradebook export (``Student``, ``ID``, ``SIS User ID``,
-``SIS Login ID``, ``Section`` …).
+``Email address`` …, ``Group`` for group assignments) and Canvas's gradebook export (``Student``,
+``ID``, ``SIS User ID``, ``SIS Login ID``, ``Section`` …, a "Points Possible" row).
+
+Going back: Moodle's worksheet upload needs ``Identifier``, ``Grade`` and ``Last modified (grade)``;
+Canvas's gradebook import needs ``Student``, ``ID`` … ``Section`` and then one column per assignment
+(see :func:`moodle_worksheet`, :func:`canvas_gradebook`). The feedback zips are laid out in
+:func:`feedback_entry`.
 """
 
 from __future__ import annotations
@@ -326,7 +337,8 @@ def read_roster(path: Path) -> list[Student]:
             if not match:
                 continue
             students.append(Student(key=f"moodle-{match[1]}", lms="moodle", lms_id=match[1],
-                                    name=row.get("Full name", ""), email=row.get("Email address", "")))
+                                    name=row.get("Full name", ""), email=row.get("Email address", ""),
+                                    group=row.get("Group", "")))
         return students
     if {"Student", "ID"} <= header:
         students = []
@@ -339,6 +351,23 @@ def read_roster(path: Path) -> list[Student]:
         return students
     raise ExportError(f"{path} is neither a Moodle grading worksheet (no 'Identifier' column) nor a Canvas "
                       f"gradebook export (no 'Student' and 'ID' columns); its columns: {', '.join(sorted(header))[:200]}")
+
+
+def group_of(student: Student, roster: dict[str, Student]) -> tuple[str, list[str]]:
+    """(the group, its members' keys) when a Moodle download's entry is a group's submission, as the group
+    assignment's worksheet (its "Group" column) tells; ("", []) otherwise."""
+    if student.lms != "moodle":
+        return "", []
+    members: dict[str, list[str]] = {}
+    for person in roster.values():
+        if person.group:
+            members.setdefault(person.group, []).append(person.key)
+    listed = roster.get(student.key)
+    if student.name in members and (listed is None or listed.name != student.name):  # Moodle >= 4.1: "<group>_<group id>"
+        return student.name, sorted(members[student.name])
+    if listed is not None and listed.group in members and student.name.startswith(f"{listed.group}-"):  # older
+        return listed.group, sorted(members[listed.group])
+    return "", []
 
 
 def student_record(student: Student) -> dict:
