@@ -1,9 +1,10 @@
-"""Feedback pages work offline: MathJax 3 inlined in place of nbgrader's CDN loader (checked in headless
-Chromium with every request off the file system blocked), the page for an ungradable submission, the
-summary line."""
+"""Feedback pages work offline: their math typeset to SVG in the page (shown with JavaScript off), or
+MathJax 3 inlined in place of nbgrader's CDN loader where that cannot run (checked in headless Chromium
+with every request off the file system blocked); the page for an ungradable submission; the summary line."""
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -111,7 +112,9 @@ def test_mathjax_3_is_inlined_once_in_the_head_after_its_config(offline_page):
     assert offline_page.count(INLINED) == 1 and INLINED in head
     config = head.index('id="attention-course-mathjax-config"')
     assert config < head.index(INLINED)
-    assert "inlineMath: [['$', '$'], ['\\\\(', '\\\\)']]" in head[config:]
+    [configured] = [text for attrs, text in scripts if attrs.get("id") == "attention-course-mathjax-config"]
+    settings = json.loads(configured.strip().removeprefix("window.MathJax = ").removesuffix(";"))
+    assert settings["tex"]["inlineMath"] == [["$", "$"], ["\\(", "\\)"]]  # Jupyter's delimiters
     assert MARKDOWN.replace("\\", "") in offline_page.replace("\\", "")  # the math itself is untouched
 
 
@@ -191,6 +194,51 @@ def test_math_renders_offline_in_chromium(offline_page, tmp_path):
     assert math_errors == 0
     assert outside == []
     assert errors == []
+
+
+# --- typeset: the math drawn into the page, no script ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def typeset_page(tmp_path_factory) -> Path:
+    page = tmp_path_factory.mktemp("typeset") / "soft-hard.html"
+    page.write_text(nbgrader_feedback_page(MARKDOWN + "\n\n`$not math$` and \\boldsymbol{w}: $\\boldsymbol{w}$"),
+                    encoding="utf-8")
+    assert feedback_pages.typeset([page]) == []
+    return page
+
+
+def test_typeset_draws_the_math_as_svg_and_loads_no_mathjax(typeset_page):
+    html = typeset_page.read_text(encoding="utf-8")
+    assert html.count("<mjx-container") == 3 and "<svg" in html  # $\alpha^2$, $$\sum_i x_i$$, $\boldsymbol{w}$
+    assert "$\\alpha^2$" not in html and "$not math$" in html  # code is left alone
+    assert not any("mathjax" in (attrs.get("src") or "").lower() or "MathJax" in text
+                   for attrs, text in scripts_of(html))
+    assert "cdnjs" not in html and INLINED not in html
+    assert len(html.encode()) < 400_000  # a page, not a page plus a 2 MB script
+
+
+def test_typeset_without_node_leaves_the_pages_for_inlining(tmp_path, monkeypatch):
+    page = tmp_path / "p.html"
+    page.write_text(nbgrader_feedback_page(), encoding="utf-8")
+    monkeypatch.setattr(feedback_pages.shutil, "which", lambda name: None)
+    assert feedback_pages.typeset([page]) == [page]
+    assert "cdnjs" not in page.read_text(encoding="utf-8")  # the remote loader is gone either way
+
+
+@pytest.mark.browser
+def test_typeset_math_shows_with_javascript_off(typeset_page):
+    with chromium() as browser:
+        context = browser.new_context(java_script_enabled=False)
+        page = context.new_page()
+        outside: list[str] = []
+        page.route("**/*", lambda route_: route_.continue_() if route_.request.url.startswith("file://")
+                   else (outside.append(route_.request.url), route_.abort("blockedbyclient")))
+        page.goto(typeset_page.as_uri(), wait_until="load")
+        drawn = page.locator("mjx-container svg")
+        sizes = [drawn.nth(i).bounding_box()["width"] for i in range(drawn.count())]
+        context.close()
+    assert len(sizes) == 3 and all(width > 5 for width in sizes)  # drawn, with a width, without any script
+    assert outside == []
 
 
 # --- problem_page --------------------------------------------------------------------------------------

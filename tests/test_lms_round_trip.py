@@ -133,6 +133,9 @@ def test_moodle_feedback_for_everyone_in_a_zip_moodle_matches_to_participants(mo
         html = bundle.read(name).decode()
         assert not re.search(r"""<(script|link|img)[^>]+(src|href)=["']?(https?:)?//""", html), name
     assert seen == participants
+    jane = bundle.read("Jane Doe_500001_assignsubmission_file/soft-hard-feedback.html").decode()
+    assert "<mjx-container" in jane and len(jane.encode()) < 400_000  # math drawn in the page, no 2 MB script
+    assert (moodle["course"] / "feedback" / "soft-hard-moodle.zip").stat().st_size < 31 * 100_000
     chloe = bundle.read("Chloé Dubois_500008_assignsubmission_file/soft-hard-feedback.html").decode()
     assert "could not be graded" in chloe and "report.pdf" in chloe and "0 points" in chloe
     absent = bundle.read("Wang Fang_500031_assignsubmission_file/soft-hard-feedback.html").decode()
@@ -170,11 +173,12 @@ def canvas(tmp_path_factory):
     samples[1].files = {"soft-hard.ipynb": lms_exports.notebook_bytes("correct")}
     samples[1].score, redownload = 10, lms_exports.canvas_download(samples, folder / "again.zip", first_attachment=95000)
     again = cli("grade", "soft-hard", "--course", str(course), "--zip", str(redownload), "--jobs", "2")
+    one = cli("grade", "soft-hard", "--course", str(course), "--student", "canvas-4712", "--force")
     feedback = cli("feedback", "soft-hard", "--course", str(course))
     gradebook_csv = folder / "import-to-canvas.csv"
     exported = cli("export", "--course", str(course), "--format", "canvas", "--to", str(gradebook_csv))
-    return dict(samples=samples, course=course, first=first, again=again, feedback=feedback, exported=exported,
-                gradebook_csv=gradebook_csv, redownload=redownload)
+    return dict(samples=samples, course=course, first=first, again=again, one=one, feedback=feedback,
+                exported=exported, gradebook_csv=gradebook_csv, redownload=redownload)
 
 
 def test_canvas_keys_late_and_anonymous_and_a_resubmission_splits_nobody(canvas):
@@ -192,6 +196,10 @@ def test_canvas_keys_late_and_anonymous_and_a_resubmission_splits_nobody(canvas)
             assert note in report[key]["notes"]
     assert report["canvas-4714"]["late"] == "yes" and report["canvas-4712"]["name"] == "Müller, Zoë"
     assert "no submission" in report["canvas-4717"]["notes"]
+    # --student grades that one student again, and the report still holds everyone.
+    assert canvas["one"].returncode == 0, canvas["one"].stderr
+    graded = [line.split()[0] for line in canvas["one"].stdout.splitlines() if line.startswith("canvas-")]
+    assert graded == ["canvas-4712"] and "1 student graded" in canvas["one"].stdout
 
 
 def test_canvas_feedback_zip_names_the_graded_attachment(canvas):

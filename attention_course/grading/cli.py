@@ -169,7 +169,7 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
         print(f"{s.student:<{width}}  {name}  {s.score:>4g}/{s.max_score:<4g}  {s.seconds:7.1f}  {notes}")
     flagged = [s for s in summaries if any(not f.startswith("unchanged since") for f in s.flags)]
     mean = sum(s.score for s in summaries) / len(summaries)
-    print(f"\n{len(summaries)} students graded, mean {mean:.2f}; {len(flagged)} with notes above "
+    print(f"\n{len(summaries)} student{'s' if len(summaries) != 1 else ''} graded, mean {mean:.2f}; {len(flagged)} with notes above "
           f"(flagged in formgrader). Gradebook: {course.root / 'gradebook.db'}; "
           f"report: {course.root / 'reports' / (assignment + '.csv')}")
     failed = [s.student for s in summaries if any(f.startswith("grader error") for f in s.flags)]
@@ -195,6 +195,9 @@ def feedback(course_dir: Path, assignment: str) -> int:
     print(f"{count_line(report.written, report.skipped)}: {report.folder}")
     for path in report.zips:
         print(f"for the platform's feedback upload: {path}")
+    if report.math_inlined:
+        print(f"  {report.math_inlined} page(s) carry MathJax itself (2 MB each): Node.js could not typeset their "
+              "math (is `node` on PATH? `make book` installs it)")
     for why, count in sorted(report.not_zipped.items()):
         print(f"  not in the zip: {count} ({why}); their pages are in {report.folder}")
     return 0

@@ -61,6 +61,7 @@ class FeedbackReport:
     skipped: dict[str, int] = field(default_factory=dict)  # why -> how many students
     zips: list[Path] = field(default_factory=list)  # one per platform, for its feedback upload
     not_zipped: dict[str, int] = field(default_factory=dict)  # why -> how many pages are in no zip
+    math_inlined: int = 0  # pages whose math could not be typeset (no Node?): MathJax inlined instead
 
 
 @dataclass
@@ -551,7 +552,7 @@ class Course:
 
     def feedback(self, assignment: str) -> "FeedbackReport":
         """Feedback for every graded student: nbgrader's page (no hidden tests in it, whoever graded the
-        notebooks; its math served with it), or a page that says why the submission could not be graded; and
+        notebooks; its math typeset into the page), or a page that says why the submission could not be graded; and
         ``feedback/<assignment>-<platform>.zip`` laid out for each platform's feedback upload."""
         from attention_course.grading import feedback_pages
         from attention_course.grading.nbgrader_bridge import HideHiddenTests
@@ -565,6 +566,7 @@ class Course:
         if not graded:
             raise CourseError(f"nothing graded yet for {assignment}: run `attention-course grade {assignment}` first")
         feedback_pages.mathjax_script()  # (fails early, with what to do, if the MathJax files are missing)
+        nbgrader_pages: list[Path] = []
         if (self.root / "autograded").is_dir() and any((self.root / "autograded").glob(f"*/{assignment}")):
             config = self.config()
             config.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
@@ -575,6 +577,7 @@ class Course:
         people, intake = self.people(assignment), self.intake(assignment)
         report = FeedbackReport(folder=self.root / "feedback")
         zips: dict[str, zipfile.ZipFile] = {}
+        written: list[tuple[str, list[Path]]] = []
         try:
             for student in self.students(assignment):
                 if student not in graded:
@@ -583,9 +586,13 @@ class Course:
                 folder = self.root / "feedback" / student / assignment
                 pages = [folder / f"{nb}.html" for nb in notebooks]
                 results = [NotebookResult.load(results_path(self.results_dir, assignment, student, nb)) for nb in notebooks]
+                if any(r.readable and not p.is_file() for p, r in zip(pages, results)):
+                    why = "nbgrader wrote no page (it could not record the notebook; its score is in the report)"
+                    report.skipped[why] = report.skipped.get(why, 0) + 1
+                    continue
                 for page, result, nb in zip(pages, results, notebooks):
-                    if page.is_file() and result.readable:
-                        page.write_text(feedback_pages.offline_math(page.read_text(encoding="utf-8")), encoding="utf-8")
+                    if result.readable:
+                        nbgrader_pages.append(page)
                     else:  # nbgrader writes nothing for a notebook it could not read: say what was wrong
                         folder.mkdir(parents=True, exist_ok=True)
                         person = people.get(student)
@@ -597,6 +604,13 @@ class Course:
                                                                     reasons or ["no notebook was received"], received),
                                         encoding="utf-8")
                 report.written += 1
+                written.append((student, pages))
+            # The math of nbgrader's pages, typeset where they are (no script, no network); inlined MathJax
+            # for any page that could not be typeset.
+            for page in feedback_pages.typeset(nbgrader_pages):
+                page.write_text(feedback_pages.offline_math(page.read_text(encoding="utf-8")), encoding="utf-8")
+                report.math_inlined += 1
+            for student, pages in written:
                 person = people.get(student) or lms.Student(key=student, lms="folder", lms_id=student)
                 entry = lms.feedback_entry(person, assignment)
                 if entry is None:

@@ -1,8 +1,10 @@
 """Feedback pages that work offline, one self-contained file each.
 
 nbgrader's feedback template loads MathJax 2 from a CDN; students read the pages offline, downloaded one
-by one from the LMS. :func:`offline_math` swaps that loader for MathJax 3 (SVG output, no font files)
-inlined into the page. :func:`problem_page` is the page a student gets when their submission could not be
+by one from the LMS. :func:`typeset` removes that loader and typesets the math to SVG in the page itself
+(Node and the MathJax 3 that ``make book`` installs in ``web/``): no script, and a small page. Where that
+cannot run, :func:`offline_math` inlines MathJax 3 (SVG output, no font files) into the page instead,
+which works offline too but adds 2 MB. :func:`problem_page` is the page a student gets when their submission could not be
 graded, and :func:`count_line` is the one-line summary that ``attention-course feedback`` prints.
 """
 
@@ -10,27 +12,28 @@ from __future__ import annotations
 
 import functools
 import html as html_escaping
+import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 MATHJAX_BUNDLE = REPOSITORY / "web" / "node_modules" / "mathjax" / "es5" / "tex-svg-full.js"
+TYPESETTER = REPOSITORY / "web" / "typeset-math.js"
 INLINED_ID = "attention-course-mathjax"  # the id of the inlined bundle's <script>: one per page
 
-# The delimiters nbconvert's MathJax 2 configuration used, for MathJax 3. The full bundle holds every TeX
-# extension (\boldsymbol, \cancel …); it is inline, so it has no path to load anything from later:
-# 'autoload' and 'require' are off, and an unknown macro shows as an error in that one formula.
-MATHJAX_CONFIG = r"""window.MathJax = {
-  tex: {
-    inlineMath: [['$', '$'], ['\\(', '\\)']],
-    displayMath: [['$$', '$$'], ['\\[', '\\]']],
-    processEscapes: true,
-    processEnvironments: true,
-    tags: 'ams',
-    packages: {'[-]': ['autoload', 'require']}
-  },
-  svg: {fontCache: 'global'}
-};"""
+# The TeX settings of the feedback pages (the delimiters nbconvert's MathJax 2 configuration used), shared
+# with web/typeset-math.js. The full bundle holds every TeX extension (\boldsymbol, \cancel …); inlined,
+# it has no path to load anything from later: 'autoload' and 'require' are off, and an unknown macro shows
+# as an error in that one formula.
+TEX_SETTINGS = REPOSITORY / "web" / "mathjax-tex.json"
+
+
+def mathjax_config() -> str:
+    tex = {**json.loads(TEX_SETTINGS.read_text(encoding="utf-8")), "packages": {"[-]": ["autoload", "require"]}}
+    return "window.MathJax = " + json.dumps({"tex": tex, "svg": {"fontCache": "global"}}, indent=1) + ";"
+
 
 _SCRIPT = re.compile(r"<script\b(?P<attrs>[^>]*)>(?P<body>.*?)</script\s*>", re.IGNORECASE | re.DOTALL)
 _SRC = re.compile(r"""\bsrc\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<bare>[^\s>]+))""", re.IGNORECASE)
@@ -75,21 +78,48 @@ def _is_remote_mathjax(attrs: str, body: str) -> bool:
     return bool(_MATHJAX_2_CONFIG.search(attrs)) or "MathJax.Hub.Config" in body
 
 
-def offline_math(html: str) -> str:
-    """``html`` with remote MathJax loaders and MathJax 2's configuration removed, and MathJax 3 inlined.
-
-    Idempotent: a page that already has the inlined bundle keeps it and gets no second copy.
-    """
+def drop_remote_mathjax(html: str) -> str:
+    """``html`` without its remote MathJax loaders and MathJax 2's configuration (other scripts are kept)."""
     def drop(match: re.Match[str]) -> str:
         if INLINED_ID in match["attrs"]:
             return match[0]
         return "" if _is_remote_mathjax(match["attrs"], match["body"]) else match[0]
 
-    html = _SCRIPT.sub(drop, html)
+    return _SCRIPT.sub(drop, html)
+
+
+def typeset(pages: list[Path], batch: int = 200) -> list[Path]:
+    """Typeset the math of nbgrader's feedback ``pages`` to SVG, in place, with Node and the MathJax of
+    ``web/`` (one process per ``batch`` pages): the pages then need no script to show their math, and
+    weigh a few hundred KB instead of the 2 MB of an inlined MathJax. Remote MathJax loaders are removed
+    first. Returns the pages that could not be typeset (all of them without Node): give those
+    :func:`offline_math`."""
+    for page in pages:
+        page.write_text(drop_remote_mathjax(page.read_text(encoding="utf-8")), encoding="utf-8")
+    node = shutil.which("node")
+    if node is None or not TYPESETTER.is_file() or not MATHJAX_BUNDLE.is_file():
+        return list(pages)
+    failed: list[Path] = []
+    for start in range(0, len(pages), batch):
+        chunk = pages[start:start + batch]
+        run = subprocess.run([node, str(TYPESETTER), *map(str, chunk)], capture_output=True, text=True, timeout=900)
+        if run.returncode == 0:
+            continue
+        named = {line.split(": ", 1)[0] for line in run.stdout.splitlines()}
+        failed += [page for page in chunk if str(page) in named] if run.returncode == 1 else chunk
+    return failed
+
+
+def offline_math(html: str) -> str:
+    """``html`` with remote MathJax loaders and MathJax 2's configuration removed, and MathJax 3 inlined.
+
+    Idempotent: a page that already has the inlined bundle keeps it and gets no second copy.
+    """
+    html = drop_remote_mathjax(html)
     if _INLINED.search(html):
         return html
     scripts = (
-        f'<script id="{INLINED_ID}-config">\n{MATHJAX_CONFIG}\n</script>\n'
+        f'<script id="{INLINED_ID}-config">\n{mathjax_config()}\n</script>\n'
         f'<script id="{INLINED_ID}">{_inlinable_source(mathjax_script())}</script>\n'
     )
     head_end = _HEAD_END.search(html)

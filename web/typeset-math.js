@@ -1,0 +1,43 @@
+// Typeset the TeX of HTML pages to SVG, in place, with the MathJax that `npm ci` installed here: the pages
+// then show their math with no script and no network (the grader's feedback pages, read offline).
+//
+//   node web/typeset-math.js PAGE.html [...]
+//
+// The TeX settings are mathjax-tex.json's (shared with the pages that inline MathJax): the delimiters of
+// Jupyter's markdown, $...$, \(...\), $$...$$, \[...\] and environments;
+// <pre>, <code>, <script> and <style> are left alone. Prints one line per page it could not typeset and
+// exits 1 if there was any (the others are written).
+'use strict';
+const fs = require('fs');
+const path = require('path');
+
+const pages = process.argv.slice(2);
+const root = path.join(__dirname, 'node_modules', 'mathjax', 'es5');
+
+require(path.join(root, 'node-main.js')).init({
+  loader: {paths: {mathjax: root}, load: ['input/tex-full', 'output/svg', 'adaptors/liteDOM'], versionWarnings: false},
+  tex: JSON.parse(fs.readFileSync(path.join(__dirname, 'mathjax-tex.json'), 'utf8')),
+  svg: {fontCache: 'local'},
+  startup: {typeset: false},
+}).then((MathJax) => {
+  const {mathjax} = MathJax._.mathjax;
+  const adaptor = MathJax.startup.adaptor;
+  let failed = 0;
+  for (const page of pages) {
+    try {
+      const document = mathjax.document(fs.readFileSync(page, 'utf8'),
+        {InputJax: MathJax.startup.input, OutputJax: MathJax.startup.output});
+      document.render();
+      const html = adaptor.doctype(document.document) + '\n' + adaptor.outerHTML(adaptor.root(document.document));
+      fs.writeFileSync(page + '.partial', html);
+      fs.renameSync(page + '.partial', page);
+    } catch (error) {
+      failed += 1;
+      console.log(`${page}: ${String(error && error.message || error).split('\n')[0]}`);
+    }
+  }
+  process.exit(failed ? 1 : 0);
+}).catch((error) => {
+  console.log(`MathJax could not start: ${error.message}`);
+  process.exit(2);
+});
