@@ -56,6 +56,18 @@ def test_which_notebook_is_graded_among_several():
     assert got("report.pdf") is None
 
 
+def test_a_folder_in_nbgrader_layout_gets_the_same_choice(tmp_path):
+    from attention_course.grading.course import _adopt_renamed_notebook
+
+    release = lms_exports.released()
+    folder = tmp_path / "submitted" / "alice" / "soft-hard"
+    folder.mkdir(parents=True)
+    (folder / "Untitled.ipynb").write_text("{}")
+    (folder / "my work.IPYNB").write_bytes(lms_exports.notebook_bytes("correct"))
+    assert _adopt_renamed_notebook(folder, ["soft-hard"], release) == {"soft-hard": "my work.IPYNB"}
+    assert (folder / "soft-hard.ipynb").read_bytes() == (folder / "my work.IPYNB").read_bytes()
+
+
 # -- a Moodle class of 30 -----------------------------------------------------------------------------
 
 def _rows(path: Path) -> list[dict[str, str]]:
