@@ -99,7 +99,7 @@ def moodle_download(samples: list[Sample], path: Path, naming: str = "folder") -
             if sample.lms_id == "500002":  # an online text too, and what a Mac adds to a zip it touched
                 bundle.writestr(f"{sample.name}_{sample.lms_id}_assignsubmission_onlinetext/onlinetext.html",
                                 "<p>see my notebook</p>")
-        bundle.writestr(f"__MACOSX/Jane Doe_500001_assignsubmission_file/._soft-hard.ipynb", b"\0\5\26\7")
+        bundle.writestr("__MACOSX/Jane Doe_500001_assignsubmission_file/._soft-hard.ipynb", b"\0\5\26\7")
         bundle.writestr(".DS_Store", b"\0")
     return path
 
