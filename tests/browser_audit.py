@@ -100,21 +100,28 @@ def _inside(url: str, base: str) -> bool:
     return url.startswith(base)
 
 
+def block_outside(page, inside) -> list[str]:
+    """Let ``page`` load only the URLs ``inside(url)`` accepts; the returned list fills with the others it tried."""
+    blocked: list[str] = []
+
+    def route(route_):
+        if inside(route_.request.url):
+            route_.continue_()
+        else:
+            blocked.append(route_.request.url)
+            route_.abort("blockedbyclient")
+
+    page.route("**/*", route)
+    return blocked
+
+
 def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport:
     """Open ``url`` in a fresh context where only URLs under ``base`` may load; report every problem seen."""
     report = PageReport(url)
     context = browser.new_context()
     page = context.new_page()
 
-    def route(route_):
-        request_url = route_.request.url
-        if _inside(request_url, base):
-            route_.continue_()
-        else:
-            report.blocked.append(request_url)
-            route_.abort("blockedbyclient")
-
-    page.route("**/*", route)
+    report.blocked = block_outside(page, lambda request_url: _inside(request_url, base))
     page.on("console", lambda msg: report.console_errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: report.page_errors.append(str(exc)))
     page.on(

@@ -17,7 +17,7 @@ from traitlets.config import Config
 
 from attention_course.grading import feedback_pages
 from attention_course.grading.feedback_pages import count_line, offline_math, problem_page
-from browser_audit import chromium
+from browser_audit import block_outside, chromium
 
 MARKDOWN = "$\\alpha^2$ and $$\\sum_i x_i$$"
 INLINED = 'id="attention-course-mathjax"'
@@ -166,20 +166,11 @@ def test_a_missing_bundle_says_to_run_make_book(tmp_path, monkeypatch):
 def test_math_renders_offline_in_chromium(offline_page, tmp_path):
     page_file = tmp_path / "soft-hard.html"
     page_file.write_text(offline_page, encoding="utf-8")
-    outside: list[str] = []
     errors: list[str] = []
     with chromium() as browser:
         context = browser.new_context()
         page = context.new_page()
-
-        def route(route_):
-            if route_.request.url.startswith("file://"):
-                route_.continue_()
-            else:
-                outside.append(route_.request.url)
-                route_.abort("blockedbyclient")
-
-        page.route("**/*", route)
+        outside = block_outside(page, lambda url: url.startswith("file://"))
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(page_file.as_uri(), wait_until="load")
         page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
@@ -230,9 +221,7 @@ def test_typeset_math_shows_with_javascript_off(typeset_page):
     with chromium() as browser:
         context = browser.new_context(java_script_enabled=False)
         page = context.new_page()
-        outside: list[str] = []
-        page.route("**/*", lambda route_: route_.continue_() if route_.request.url.startswith("file://")
-                   else (outside.append(route_.request.url), route_.abort("blockedbyclient")))
+        outside = block_outside(page, lambda url: url.startswith("file://"))
         page.goto(typeset_page.as_uri(), wait_until="load")
         drawn = page.locator("mjx-container svg")
         sizes = [drawn.nth(i).bounding_box()["width"] for i in range(drawn.count())]

@@ -74,12 +74,22 @@ def _rows(path: Path) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
 
 
+def _report(course: Path) -> dict[str, dict[str, str]]:
+    """The grading report's rows, by student."""
+    return {row["student"]: row for row in _rows(course / "reports" / "soft-hard.csv")}
+
+
+def _new_course(folder: Path) -> Path:
+    course = folder / "course"
+    assert cli("release", "--course", str(course), "--no-verify").returncode == 0
+    return course
+
+
 @pytest.fixture(scope="module")
 def moodle(tmp_path_factory):
     folder = tmp_path_factory.mktemp("moodle")
     samples = lms_exports.moodle_class()
-    course = folder / "course"
-    assert cli("release", "--course", str(course), "--no-verify").returncode == 0
+    course = _new_course(folder)
     worksheet = lms_exports.moodle_worksheet(samples, folder / "worksheet.csv", extra=[("500031", "Wang Fang")])
     older = lms_exports.moodle_download(samples, folder / "before-upgrade.zip", naming="older")
     first = cli("grade", "soft-hard", "--course", str(course), "--zip", str(older), "--roster", str(worksheet), "--jobs", "2")
@@ -101,7 +111,7 @@ def test_moodle_nobody_lost_nobody_split_and_the_right_notebook_graded(moodle):
     assert "__MACOSX (1)" in moodle["first"].stdout
     keys = {f"moodle-{s.lms_id}" for s in moodle["samples"]}
     assert {p.name for p in (moodle["course"] / "submitted").iterdir()} == keys  # the upgrade split nobody
-    report = {row["student"]: row for row in _rows(moodle["course"] / "reports" / "soft-hard.csv")}
+    report = _report(moodle["course"])
     assert set(report) == keys | {"moodle-500031"}
     for sample in moodle["samples"]:
         row = report[f"moodle-{sample.lms_id}"]
@@ -176,8 +186,7 @@ def test_moodle_worksheet_export_fills_the_downloaded_worksheet(moodle):
 def canvas(tmp_path_factory):
     folder = tmp_path_factory.mktemp("canvas")
     samples = lms_exports.canvas_class()
-    course = folder / "course"
-    assert cli("release", "--course", str(course), "--no-verify").returncode == 0
+    course = _new_course(folder)
     roster = lms_exports.canvas_gradebook(samples, folder / "gradebook-export.csv")
     first = cli("grade", "soft-hard", "--course", str(course), "--zip",
                 str(lms_exports.canvas_download(samples, folder / "download.zip")), "--roster", str(roster), "--jobs", "2")
@@ -197,7 +206,7 @@ def test_canvas_keys_late_and_anonymous_and_a_resubmission_splits_nobody(canvas)
     for run in ("first", "again"):
         assert canvas[run].returncode == 0, canvas[run].stdout + canvas[run].stderr
     assert "1 marked late" in canvas["first"].stdout
-    report = {row["student"]: row for row in _rows(canvas["course"] / "reports" / "soft-hard.csv")}
+    report = _report(canvas["course"])
     expected = {"canvas-4711", "canvas-4712", "canvas-4713", "canvas-4714", "canvas-anon-x8Hq2", "canvas-4716",
                 "canvas-4717"}
     assert set(report) == expected  # 6 submitted + 1 on the gradebook only; the resubmission is the same student
@@ -250,8 +259,7 @@ def test_canvas_gradebook_export_has_canvas_columns_and_scaled_points(canvas):
 # -- a Moodle group assignment ----------------------------------------------------------------------------
 
 def test_a_moodle_group_submission_is_graded_for_every_member(tmp_path):
-    course = tmp_path / "course"
-    assert cli("release", "--course", str(course), "--no-verify").returncode == 0
+    course = _new_course(tmp_path)
     members = {"600001": ("Li Na", "Team Red"), "600002": ("Omar Haddad", "Team Red"),
                "600003": ("Sofía Ruiz", "Team Blue"), "600004": ("王伟", "Team Blue"), "600005": ("Solo Sam", "")}
     worksheet = tmp_path / "worksheet.csv"
@@ -271,7 +279,7 @@ def test_a_moodle_group_submission_is_graded_for_every_member(tmp_path):
     graded = cli("grade", "soft-hard", "--course", str(course), "--zip", str(download), "--roster", str(worksheet),
                  "--jobs", "2")
     assert graded.returncode == 0, graded.stdout + graded.stderr
-    report = {row["student"]: row for row in _rows(course / "reports" / "soft-hard.csv")}
+    report = _report(course)
     assert set(report) == {f"moodle-{i}" for i in members}  # no student "moodle-45": that is the group
     scores = {key: float(row["score"]) for key, row in report.items()}
     assert scores == {"moodle-600001": 10, "moodle-600002": 10, "moodle-600003": 6, "moodle-600004": 6, "moodle-600005": 0}

@@ -27,7 +27,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from attention_course.corpus import ToyTranslationCorpus
 from attention_course.widgets import AlignmentExplorer
-from browser_audit import _inside, audit_page, build_fixture_book, chromium, serve
+from browser_audit import _inside, audit_page, block_outside, build_fixture_book, chromium, serve
 from test_widgets import torch_reference, xy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,16 +48,7 @@ def offline_page(browser, url: str, base: str):
     """A page at ``url`` where only URLs under ``base`` load; on leaving, assert nothing tried to leave or failed."""
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
-    blocked, errors = [], []
-
-    def route(route_):
-        if _inside(route_.request.url, base):
-            route_.continue_()
-        else:
-            blocked.append(route_.request.url)
-            route_.abort("blockedbyclient")
-
-    page.route("**/*", route)
+    blocked, errors = block_outside(page, lambda url: _inside(url, base)), []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.goto(url)

@@ -134,8 +134,8 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
               + (f", {late} marked late" if late else "") + (f"; ignored: {ignored}" if ignored else ""))
     students = None
     if student is not None:
-        if student not in course.students(assignment):
-            known = course.students(assignment)
+        known = course.students(assignment)
+        if student not in known:
             raise UsageError(f"no submission of {assignment} from {student!r}"
                              + (f"; students: {', '.join(known[:10])}" + (" …" if len(known) > 10 else "") if known else ""))
         students = [student]
@@ -227,16 +227,11 @@ def _quiet_nbgrader_internals() -> None:
     warnings.filterwarnings("ignore", message=".*not in session.*")
 
 
-def _assignments() -> list[str]:
-    from attention_course.grading.course import REPOSITORY
-
-    folder = REPOSITORY / "solutions"
-    return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.ipynb"))) if folder.is_dir() else []
-
-
 def main(argv: list[str] | None = None) -> int:
+    from attention_course.grading.course import REPOSITORY, Course, assignments_in
+
     _quiet_nbgrader_internals()
-    assignments = ", ".join(_assignments())
+    assignments = ", ".join(assignments_in(REPOSITORY / "solutions"))
     parser = argparse.ArgumentParser(prog="attention-course", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -272,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     p = commands.add_parser("export", help="export grades for nbgrader, Moodle or Canvas")
     p.add_argument("--course", type=Path, default=Path("course"))
     p.add_argument("--to", type=Path, default=Path("grades.csv"))
-    p.add_argument("--format", choices=["nbgrader", "moodle", "canvas"], default="nbgrader",
+    p.add_argument("--format", choices=Course.EXPORT_FORMATS, default="nbgrader",
                    help="moodle: the grading worksheet to upload; canvas: the gradebook import; nbgrader: its own CSV")
     p.add_argument("--assignment", default=None, help=f"only this assignment ({assignments}); Moodle needs one")
     args = parser.parse_args(argv)
@@ -298,7 +293,7 @@ def _run(args) -> int:
         if args.command == "feedback":
             return feedback(args.course, args.assignment)
         return export(args.course, args.to, args.format, args.assignment)
-    except (CourseError, ExportError, FileNotFoundError) as error:
+    except (CourseError, ExportError) as error:
         raise UsageError(str(error)) from None
 
 

@@ -21,6 +21,7 @@ import threading
 import traceback
 import warnings
 import zipfile
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,10 +38,6 @@ from attention_course.grading.grade import NotebookResult, grade_notebook
 from attention_course.grading.nbgrader_bridge import COURSE_ID, record_in_gradebook, results_path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-MAX_ZIP_MEMBER_BYTES = 50 << 20
-MAX_ZIP_TOTAL_BYTES = 2 << 30
-
-
 class CourseError(Exception):
     """An ordinary mistake (a missing course, a mistyped assignment, a file that is not what it should be):
     its message says what to do, in one line."""
@@ -58,9 +55,9 @@ class GradingInterrupted(Exception):
 class FeedbackReport:
     folder: Path
     written: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)  # why -> how many students
+    skipped: Counter = field(default_factory=Counter)  # why -> how many students
     zips: list[Path] = field(default_factory=list)  # one per platform, for its feedback upload
-    not_zipped: dict[str, int] = field(default_factory=dict)  # why -> how many pages are in no zip
+    not_zipped: Counter = field(default_factory=Counter)  # why -> how many pages are in no zip
     math_inlined: int = 0  # pages whose math could not be typeset (no Node?): MathJax inlined instead
 
 
@@ -100,7 +97,7 @@ class Course:
         return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
     def assignments(self) -> list[str]:
-        return sorted(p.name for p in self.solutions.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+        return assignments_in(self.solutions)
 
     def notebooks(self, assignment: str) -> list[str]:
         return sorted(p.stem for p in (self.root / "release" / assignment).glob("*.ipynb"))
@@ -133,7 +130,11 @@ class Course:
         if not self.exists():
             raise CourseError(f"no course at {self.root} (is --course mistyped?); create one with "
                               f"`attention-course release --course {self.root}`")
-        if assignment is not None and assignment not in self.assignments():
+        if assignment is not None:
+            self._require_assignment(assignment)
+
+    def _require_assignment(self, assignment: str) -> None:
+        if assignment not in self.assignments():
             raise CourseError(f"no assignment {assignment!r}; this course has: {', '.join(self.assignments())}")
 
     def generate(self, assignment: str, *, force: bool = False) -> None:
@@ -142,8 +143,7 @@ class Course:
         The instructor's files are kept: the course id is added to an existing ``nbgrader_config.py``
         (nothing else in it changes), and a ``source/<assignment>/`` edited since the grader wrote it is
         replaced only with ``force``."""
-        if assignment not in self.assignments():
-            raise CourseError(f"no assignment {assignment!r}; this course has: {', '.join(self.assignments())}")
+        self._require_assignment(assignment)
         self.root.mkdir(parents=True, exist_ok=True)
         self._merge_config()
         source = self.root / "source" / assignment
@@ -157,14 +157,18 @@ class Course:
         shutil.copytree(self.solutions / assignment, source, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
         written = self._written_sources()
         written[assignment] = _folder_digest(source)
-        _write_json(self.root / "grader" / "sources.json", written)
+        _write_json(self._sources_path, written)
         result = self.api().generate_assignment(assignment, force=True)
         if not result["success"]:
             raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result['log']}{result.get('error', '')}")
         self.seed(assignment)  # drawn at release (kept if there is one already)
 
+    @property
+    def _sources_path(self) -> Path:  # {assignment: digest of source/<assignment>/ as the grader last wrote it}
+        return self.root / "grader" / "sources.json"
+
     def _written_sources(self) -> dict[str, str]:
-        path = self.root / "grader" / "sources.json"
+        path = self._sources_path
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
     def _merge_config(self) -> None:
@@ -206,15 +210,15 @@ class Course:
             for name in ("name", "email", "sis_user_id", "sis_login_id", "section"):
                 if getattr(listed, name):
                     setattr(known, name, getattr(listed, name))
-            known.on_roster = True
         return people
 
     def import_roster(self, path: Path, assignment: str) -> list[lms.Student]:
         """Read a participant list (Moodle grading worksheet, Canvas gradebook export) for ``assignment``."""
-        listed = lms.read_roster(path)
+        table = lms.read_roster_table(path)
+        listed = lms.roster_students(table)
         intake = self.intake(assignment)
         intake["roster"] = {s.key: lms.student_record(s) for s in listed}
-        intake["roster_table"] = list(lms.read_roster_table(path))
+        intake["roster_table"] = list(table)
         _write_json(self.intake_path(assignment), intake)
         return listed
 
@@ -464,10 +468,10 @@ class Course:
         """What the instructor should know of a student's submission: the intake's notes, then each notebook's."""
         intake = intake if intake is not None else self.intake(assignment)
         flags = self._intake_flags(assignment, student, intake)
+        explained = {"missing notebook"} if flags else set()  # the intake's notes say why there is none
         for nb in notebooks:
             path = results_path(self.results_dir, assignment, student, nb)
             if path.is_file():
-                explained = {"missing notebook"} if flags else set()  # the intake's notes say why there is none
                 flags.extend(f"{nb}: {flag}" for flag in NotebookResult.load(path).flags if flag not in explained)
         return flags
 
@@ -513,14 +517,12 @@ class Course:
                          **points, "notes": " | ".join(self.flags_of(assignment, student, notebooks, intake)),
                          "seconds": f"{sum(r.seconds for r in results):.1f}",
                          "cpu_seconds": f"{sum(r.cpu_seconds for r in results):.1f}"})
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=[*self.REPORT_FIELDS, *tests, "notes", "seconds", "cpu_seconds"])
+        writer.writeheader()
+        writer.writerows(rows)
         path = self.root / "reports" / f"{assignment}.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".partial")
-        with temporary.open("w", newline="", encoding="utf-8-sig") as out:  # (the BOM: spreadsheets then read UTF-8)
-            writer = csv.DictWriter(out, fieldnames=[*self.REPORT_FIELDS, *tests, "notes", "seconds", "cpu_seconds"])
-            writer.writeheader()
-            writer.writerows(rows)
-        temporary.replace(path)
+        _write_whole(path, out.getvalue(), encoding="utf-8-sig")  # (the BOM: spreadsheets then read UTF-8)
         return path
 
     def _record_directly(self, assignment: str, student: str, points: dict[str, float]) -> None:
@@ -565,7 +567,10 @@ class Course:
                   if all(results_path(self.results_dir, assignment, s, nb).is_file() for nb in notebooks)]
         if not graded:
             raise CourseError(f"nothing graded yet for {assignment}: run `attention-course grade {assignment}` first")
-        feedback_pages.mathjax_script()  # (fails early, with what to do, if the MathJax files are missing)
+        try:
+            feedback_pages.mathjax_script()  # (fails early, with what to do, if the MathJax files are missing)
+        except FileNotFoundError as missing:
+            raise CourseError(str(missing)) from None
         nbgrader_pages: list[Path] = []
         if (self.root / "autograded").is_dir() and any((self.root / "autograded").glob(f"*/{assignment}")):
             config = self.config()
@@ -581,14 +586,13 @@ class Course:
         try:
             for student in self.students(assignment):
                 if student not in graded:
-                    report.skipped["never graded"] = report.skipped.get("never graded", 0) + 1
+                    report.skipped["never graded"] += 1
                     continue
                 folder = self.root / "feedback" / student / assignment
                 pages = [folder / f"{nb}.html" for nb in notebooks]
                 results = [NotebookResult.load(results_path(self.results_dir, assignment, student, nb)) for nb in notebooks]
                 if any(r.readable and not p.is_file() for p, r in zip(pages, results)):
-                    why = "nbgrader wrote no page (it could not record the notebook; its score is in the report)"
-                    report.skipped[why] = report.skipped.get(why, 0) + 1
+                    report.skipped["nbgrader wrote no page (it could not record the notebook; its score is in the report)"] += 1
                     continue
                 for page, result, nb in zip(pages, results, notebooks):
                     if result.readable:
@@ -614,8 +618,7 @@ class Course:
                 person = people.get(student) or lms.Student(key=student, lms="folder", lms_id=student)
                 entry = lms.feedback_entry(person, assignment)
                 if entry is None:
-                    why = "no uploaded file on the platform to attach it to"
-                    report.not_zipped[why] = report.not_zipped.get(why, 0) + 1
+                    report.not_zipped["no uploaded file on the platform to attach it to"] += 1
                     continue
                 if person.lms not in zips:
                     path = self.root / "feedback" / f"{assignment}-{person.lms}.zip"
@@ -683,9 +686,7 @@ class Course:
             text, skipped = lms.canvas_gradebook(grades, people, tables[0] if tables else None)
         else:
             text = self._nbgrader_csv(grades)
-        temporary = destination.with_name(destination.name + ".partial")
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(destination)
+        _write_whole(destination, text)
         return destination, skipped
 
     def _roster_table(self, assignment: str):
@@ -712,6 +713,11 @@ class Course:
         return out.getvalue()
 
 
+def assignments_in(solutions: Path) -> list[str]:
+    """The assignments of a solutions folder: its subfolders that hold a notebook."""
+    return sorted(p.name for p in solutions.iterdir() if p.is_dir() and any(p.glob("*.ipynb"))) if solutions.is_dir() else []
+
+
 def _after_penalty(submission) -> float:
     """A submission's score as nbgrader exports it: less its late penalty (if the course sets one), never below 0."""
     return max(0.0, float(submission.score) - float(submission.late_submission_penalty or 0))
@@ -725,11 +731,16 @@ def _folder_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_json(path: Path, data) -> None:
+def _write_whole(path: Path, text: str, encoding: str = "utf-8") -> None:
+    """Write ``text`` to ``path`` whole or not at all (through a temporary file beside it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".partial")
-    temporary.write_text(json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    temporary.write_text(text, encoding=encoding)
     temporary.replace(path)
+
+
+def _write_json(path: Path, data) -> None:
+    _write_whole(path, json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
 
 
 def _adopt_renamed_notebook(folder: Path, notebooks: list[str], released) -> dict[str, str]:

@@ -4,8 +4,9 @@ nbgrader's feedback template loads MathJax 2 from a CDN; students read the pages
 by one from the LMS. :func:`typeset` removes that loader and typesets the math to SVG in the page itself
 (Node and the MathJax 3 that ``make book`` installs in ``web/``): no script, and a small page. Where that
 cannot run, :func:`offline_math` inlines MathJax 3 (SVG output, no font files) into the page instead,
-which works offline too but adds 2 MB. :func:`problem_page` is the page a student gets when their submission could not be
-graded, and :func:`count_line` is the one-line summary that ``attention-course feedback`` prints.
+which works offline too but adds 2 MB. :func:`problem_page` is the page a student gets when their
+submission could not be graded, and :func:`count_line` is the one-line summary that
+``attention-course feedback`` prints.
 """
 
 from __future__ import annotations

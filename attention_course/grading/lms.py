@@ -100,16 +100,18 @@ class Student:
     section: str = ""
     files: list[Received] = field(default_factory=list, repr=False)
     submitted_as: str = ""  # the export entry's prefix (for the feedback zip), e.g. "Jane Doe_123456"
-    on_roster: bool = False
     attachment: int = 0  # Canvas: the id of the graded file's attachment (a feedback upload names it)
 
 
 @dataclass
 class Export:
-    lms: str
     students: dict[str, Student] = field(default_factory=dict)
     ignored: Counter = field(default_factory=Counter)  # what was left out, and how many entries
-    modes: set[str] = field(default_factory=set)
+
+    @property
+    def lms(self) -> str:
+        """The platforms whose naming the export follows ("moodle", "canvas", "folder"; "empty" if none)."""
+        return "+".join(sorted({s.lms for s in self.students.values()})) or "empty"
 
 
 def _ignored(path: PurePosixPath) -> str | None:
@@ -144,25 +146,26 @@ def identify(path: str) -> tuple[Student, str, int] | None:
 
 
 def _canvas(path: str) -> tuple[Student, str, int] | None:
-    # Read as Canvas reads its own names back (re-upload): "LATE" (any case) is a mark, "anon_<id>"
-    # is an anonymous student, else the first two numbers are the user id and the attachment id.
+    # Read as Canvas reads its own names back (re-upload): "anon_<id>_<attachment>_…" is an anonymous
+    # student, else the first two numbers are the user id and the attachment id; "LATE" (any case) before
+    # them is a mark, not part of the name.
     tokens = path.split("_")
-    late = any(t.lower() == "late" for t in tokens[:-1])
-    if tokens[0] == "anon" or (len(tokens) > 1 and tokens[0].lower() == "late" and tokens[1] == "anon"):
-        rest = [t for t in tokens if t.lower() != "late" or t is tokens[-1]][1:]
-        if len(rest) < 3 or not rest[1].isdigit() or not re.fullmatch(r"[A-Za-z0-9]+", rest[0]):
+    start = 1 if tokens[0].lower() == "late" else 0
+    if len(tokens) > start and tokens[start] == "anon":
+        if len(tokens) < start + 4 or not re.fullmatch(r"[A-Za-z0-9]+", tokens[start + 1]) or not tokens[start + 2].isdigit():
             return None
-        lms_id, attachment, file, name = f"anon_{rest[0]}", rest[1], "_".join(rest[2:]), ""
+        head, lms_id, attachment, rest = tokens[:start], f"anon_{tokens[start + 1]}", tokens[start + 2], tokens[start + 3:]
     else:
-        numbers = [i for i in range(len(tokens) - 2) if tokens[i].isdigit() and tokens[i + 1].isdigit()]
-        if not numbers:
+        i = next((i for i in range(len(tokens) - 2) if tokens[i].isdigit() and tokens[i + 1].isdigit()), None)
+        if i is None:
             return None
-        i = numbers[0]
-        name = "_".join(t for t in tokens[:i] if t.lower() != "late")
-        lms_id, attachment, file = tokens[i], tokens[i + 1], "_".join(tokens[i + 2:])
+        head, lms_id, attachment, rest = tokens[:i], tokens[i], tokens[i + 1], tokens[i + 2:]
+    file = "_".join(rest)
     if not file:
         return None
-    student = Student(key="canvas-" + lms_id.replace("_", "-"), lms="canvas", lms_id=lms_id, name=name, late=late,
+    student = Student(key="canvas-" + lms_id.replace("_", "-"), lms="canvas", lms_id=lms_id,
+                      name="_".join(t for t in head if t.lower() != "late"),
+                      late=any(t.lower() == "late" for t in head),
                       submitted_as=path[: len(path) - len(file) - len(attachment) - 2])
     return student, file, int(attachment)
 
@@ -177,7 +180,7 @@ def read_export(archive: Path) -> Export:
         bundle = zipfile.ZipFile(archive)
     except zipfile.BadZipFile:
         raise ExportError(f"{archive} is not a zip file (download the submissions again as one zip)") from None
-    export = Export(lms="")
+    export = Export()
     total = 0
     with bundle:
         infos = [i for i in bundle.infolist() if not i.is_dir()]
@@ -210,11 +213,9 @@ def read_export(archive: Path) -> Export:
                 known.late = True
             if not known.name and student.name:
                 known.name = student.name
-            export.modes.add(student.lms)
             data = bundle.read(info)
             received = Received(name=PurePosixPath(file).name, data=data, when=_when(info), order=attachment or position)
             known.files.extend(_unpacked(received) if file.lower().endswith(".zip") else [received])
-    export.lms = "+".join(sorted(export.modes)) or "empty"
     return export
 
 
@@ -326,31 +327,45 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
     return [{(k or "").strip(): (v or "").strip() for k, v in row.items()} for row in rows]
 
 
-def read_roster(path: Path) -> list[Student]:
-    """The students of a Moodle grading worksheet or a Canvas gradebook export."""
+def _participant(identifier: str) -> str | None:
+    """The participant id of a Moodle worksheet's Identifier ("Participant 123456", in any language)."""
+    match = re.search(r"(\d+)\s*$", identifier)
+    return match[1] if match else None
+
+
+def read_roster_table(path: Path) -> tuple[str, list[str], list[dict[str, str]]]:
+    """("moodle" | "canvas", the header, the rows) of a participant list: a Moodle grading worksheet or a
+    Canvas gradebook export. Kept whole, to be written back on export."""
     rows = _read_csv(path)
-    header = set(rows[0]) if rows else set()
+    header = list(rows[0]) if rows else []
     if "Identifier" in header:
-        students = []
+        return "moodle", header, rows
+    if {"Student", "ID"} <= set(header):
+        return "canvas", header, rows
+    raise ExportError(f"{path} is neither a Moodle grading worksheet (no 'Identifier' column) nor a Canvas "
+                      f"gradebook export (no 'Student' and 'ID' columns); its columns: {', '.join(sorted(header))[:200]}")
+
+
+def roster_students(table: tuple[str, list[str], list[dict[str, str]]]) -> list[Student]:
+    """The students of a participant list read by :func:`read_roster_table`."""
+    kind, _, rows = table
+    students = []
+    if kind == "moodle":
         for row in rows:
-            match = re.search(r"(\d+)\s*$", row["Identifier"])
-            if not match:
+            participant = _participant(row["Identifier"])
+            if participant is None:
                 continue
-            students.append(Student(key=f"moodle-{match[1]}", lms="moodle", lms_id=match[1],
+            students.append(Student(key=f"moodle-{participant}", lms="moodle", lms_id=participant,
                                     name=row.get("Full name", ""), email=row.get("Email address", ""),
                                     group=row.get("Group", "")))
         return students
-    if {"Student", "ID"} <= header:
-        students = []
-        for row in rows:
-            if not row["ID"].isdigit():  # Canvas's "Points Possible" row, and blank lines
-                continue
-            students.append(Student(key=f"canvas-{row['ID']}", lms="canvas", lms_id=row["ID"], name=row["Student"],
-                                    sis_user_id=row.get("SIS User ID", ""), sis_login_id=row.get("SIS Login ID", ""),
-                                    section=row.get("Section", "")))
-        return students
-    raise ExportError(f"{path} is neither a Moodle grading worksheet (no 'Identifier' column) nor a Canvas "
-                      f"gradebook export (no 'Student' and 'ID' columns); its columns: {', '.join(sorted(header))[:200]}")
+    for row in rows:
+        if not row["ID"].isdigit():  # Canvas's "Points Possible" row, and blank lines
+            continue
+        students.append(Student(key=f"canvas-{row['ID']}", lms="canvas", lms_id=row["ID"], name=row["Student"],
+                                sis_user_id=row.get("SIS User ID", ""), sis_login_id=row.get("SIS Login ID", ""),
+                                section=row.get("Section", "")))
+    return students
 
 
 def group_of(student: Student, roster: dict[str, Student]) -> tuple[str, list[str]]:
@@ -379,14 +394,6 @@ def student_record(student: Student) -> dict:
 def student_from_record(record: dict) -> Student:
     known = set(Student.__dataclass_fields__) - {"files"}
     return Student(**{k: v for k, v in record.items() if k in known})
-
-
-def read_roster_table(path: Path) -> tuple[str, list[str], list[dict[str, str]]]:
-    """("moodle" | "canvas", the header, the rows) of a participant list, kept to be written back on export."""
-    rows = _read_csv(path)
-    header = list(rows[0]) if rows else []
-    kind = "moodle" if "Identifier" in header else "canvas" if {"Student", "ID"} <= set(header) else ""
-    return kind, header, rows
 
 
 # -- what each platform imports ------------------------------------------------------------------------
@@ -435,19 +442,19 @@ def moodle_worksheet(grades: list[Grade], table: tuple[str, list[str], list[dict
         writer = csv.DictWriter(out, fieldnames=header, lineterminator="\n")
         writer.writeheader()
         for row in rows:
-            match = re.search(r"(\d+)\s*$", row.get("Identifier", ""))
-            grade = by_id.pop(match[1], None) if match else None
+            participant = _participant(row.get("Identifier", ""))
+            grade = by_id.pop(participant, None) if participant else None
             if grade is not None:
                 target = _number(row.get("Maximum Grade", ""))
                 row = {**row, "Grade": f"{_scaled(grade.score, grade.max_score, target):.2f}"}
             writer.writerow(row)
-        header_only = set(header)
+        from_worksheet = True
     else:
         writer = csv.DictWriter(out, fieldnames=MOODLE_COLUMNS, lineterminator="\n")
         writer.writeheader()
-        header_only = set()
+        from_worksheet = False
     for lms_id, grade in sorted(by_id.items(), key=lambda item: int(item[0])):
-        if header_only:
+        if from_worksheet:
             skipped.append(f"{grade.student} (not in the worksheet given with --roster)")
             continue
         person = grade.person
