@@ -291,7 +291,14 @@ def run_cell(page, editor, result, attempts: int = 4) -> None:
     try again a few times rather than wait for a status that does not say when the kernel listens.
     """
     for attempt in range(attempts):
-        editor.click()
+        try:
+            editor.click()
+        except PlaywrightTimeoutError:
+            # Seen once on a heavily loaded machine: a JupyterLab dialog covered the notebook. Say which.
+            dialog = page.locator("dialog.jp-Dialog")
+            if dialog.count():
+                raise AssertionError(f"a JupyterLab dialog covers the notebook: {dialog.first.inner_text()!r}") from None
+            raise
         page.keyboard.press("Control+Enter")
         try:
             result.wait_for(timeout=20000)
