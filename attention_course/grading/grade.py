@@ -22,7 +22,6 @@ import marshal
 import secrets
 import shutil
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -88,14 +87,16 @@ def plan_cases(checks: dict[str, Check], seed: int) -> list[tuple[str, Check, Ca
     return planned
 
 
-def _copy_data_files(release_folder: Path, workdir: Path) -> None:
-    """The assignment's own data files, from the release (never the student's copies, which may be edited)."""
-    copied = 0
+def data_files(release_folder: Path) -> list[Path]:
+    """The assignment's own data files, from the release (never the student's copies, which may be edited):
+    what every run gets next to the notebook."""
+    chosen, size = [], 0
     for path in sorted(release_folder.iterdir()) if release_folder.is_dir() else []:
         if path.is_file() and not path.is_symlink() and path.suffix in DATA_SUFFIXES and path.name != "timestamp.txt":
-            copied += path.stat().st_size
-            if copied <= MAX_DATA_BYTES:
-                shutil.copy2(path, workdir / path.name)
+            size += path.stat().st_size
+            if size <= MAX_DATA_BYTES:
+                chosen.append(path)
+    return chosen
 
 
 class Conversation:
@@ -164,12 +165,12 @@ class Conversation:
 
 
 def _run_phase(phase: str, prepared, cases: list[tuple[str, Case]], *, release_folder: Path | None, sandboxed: bool,
-               limits: sandbox.Limits) -> tuple[Conversation, sandbox.RunResult, list[dict]]:
+               limits: sandbox.Limits, warm: bool) -> tuple[Conversation, sandbox.RunResult, list[dict]]:
     conversation = Conversation(phase, cases)
-    with tempfile.TemporaryDirectory(prefix="grade-") as folder:
-        workdir = Path(folder)
+    with sandbox.workspace(sandboxed, warm) as (workdir, template):
         if release_folder is not None:
-            _copy_data_files(release_folder, workdir)
+            for path in data_files(release_folder):
+                shutil.copy2(path, workdir / path.name)
         shutil.copy2(runner_module.__file__, workdir / "runner.py")
         shutil.copy2(standin.__file__, workdir / "standin.py")
         key = secrets.token_bytes(32)  # the runner's signing key for this run; read and deleted before any cell
@@ -178,7 +179,7 @@ def _run_phase(phase: str, prepared, cases: list[tuple[str, Case]], *, release_f
         (workdir / "program.json").write_text(json.dumps(program), encoding="utf-8")
         channel = sandbox.Channel(conversation, key)
         run = sandbox.run(workdir, [sys.executable, "-I", "runner.py", sandbox.INSIDE if sandboxed else str(workdir)],
-                          limits, sandboxed=sandboxed, channel=channel)
+                          limits, sandboxed=sandboxed, channel=channel, template=template)
         if channel.failure is not None:  # (grading stops for this student: a grader error, no grade)
             raise RuntimeError(f"the grader failed while talking to the runner: {channel.failure!r}") from channel.failure
         if channel.problem and not conversation.problem:  # a frame refused before it reached the conversation
@@ -198,8 +199,12 @@ def grade_notebook(
     sandboxed: bool = True,
     limits: sandbox.Limits = sandbox.Limits(),
     fingerprint: str = "",
+    warm: bool = True,
 ) -> NotebookResult:
-    """Grade ``submitted`` (a path that may not exist) against the ``released`` notebook's checks."""
+    """Grade ``submitted`` (a path that may not exist) against the ``released`` notebook's checks.
+
+    ``warm``: fork each sandboxed run from a warm template (PyTorch already imported) rather than start
+    a fresh interpreter; the grade is the same either way."""
     result = NotebookResult(notebook=submitted.name, seed=seed, fingerprint=fingerprint)
     with sandbox.PARSE_LOCK:  # (the source scan parses the cells)
         prepared = prepare(submitted, released)
@@ -215,7 +220,7 @@ def grade_notebook(
             if not cases:
                 continue
             conversation, run, cells = _run_phase(phase, prepared, cases, release_folder=release_folder,
-                                                  sandboxed=sandboxed, limits=limits)
+                                                  sandboxed=sandboxed, limits=limits, warm=warm)
             outcomes.update(conversation.results)
             result.seconds = round(result.seconds + run.seconds, 2)
             result.cpu_seconds = round(result.cpu_seconds + run.cpu_seconds, 2)

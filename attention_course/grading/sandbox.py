@@ -13,16 +13,20 @@ the wall clock is only a distant backstop, so that a busy machine never changes 
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import functools
 import hashlib
 import hmac
+import json
 import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -34,6 +38,7 @@ NOBODY = 65534  # the uid inside the sandbox's user namespace (outside, the call
 # constructor recursion depth mismatch", more often the busier the machine.
 PARSE_LOCK = threading.Lock()
 INSIDE = "/submission"
+SPOOL = "/spool"  # where a warm template sees the folders of its jobs
 
 
 class SandboxUnavailable(RuntimeError):
@@ -83,13 +88,20 @@ def _supports_disable_userns(bwrap: str) -> bool:
     return "--disable-userns" in help_text
 
 
-def bwrap_command(workdir: Path, argv: list[str]) -> list[str]:
+def bwrap_command(workdir: Path, argv: list[str], *, template_spool: Path | None = None) -> list[str]:
+    """The bubblewrap command line of a run (``workdir`` bound at /submission), or, given ``template_spool``,
+    of a warm template (see forkserver.py): every capability inside its own user namespace, so that each
+    run it forks can make its namespaces and mounts; the spool of job folders at /spool; the rest
+    read-only. Either way: no network, no nested user namespace, the same binds and environment."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable("bubblewrap (bwrap) is not installed: `sudo apt-get install bubblewrap`")
     command = [
         bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-        "--uid", str(NOBODY), "--gid", str(NOBODY),
+        # (A template is its user namespace's root: the one identity under which it may mount a /proc for
+        # each run's PID namespace, whether the grader is root or not. Its runs keep uid 0 but lose every
+        # capability, and nobody in it may make a user namespace: see forkserver.py.)
+        "--uid", str(NOBODY if template_spool is None else 0), "--gid", str(NOBODY if template_spool is None else 0),
         # A private /tmp first: a later tmpfs would hide binds below it (the venv may live under /tmp).
         "--tmpfs", "/tmp",
         "--ro-bind", "/usr", "/usr",
@@ -111,10 +123,17 @@ def bwrap_command(workdir: Path, argv: list[str]) -> list[str]:
     for compiler in COMPILER_FOLDERS:
         if os.path.isdir(compiler):
             command += ["--tmpfs", compiler]
-    if _supports_disable_userns(bwrap):
+    if _supports_disable_userns(bwrap) and template_spool is None:
         command += ["--disable-userns"]  # no nested user namespace: no capabilities, no hidden mounts
+    if template_spool is None:
+        command += ["--bind", str(workdir), INSIDE, "--chdir", INSIDE]
+    else:
+        # Read-only: every place a run could write that it does not get afresh (its /tmp, /dev/shm, /proc).
+        hidden = [folder for folder in COMPILER_FOLDERS if os.path.isdir(folder)]
+        command += ["--cap-add", "ALL", "--bind", str(template_spool), SPOOL, "--dir", INSIDE,
+                    *(arg for folder in hidden for arg in ("--remount-ro", folder)),
+                    "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
     command += [
-        "--bind", str(workdir), INSIDE, "--chdir", INSIDE,
         "--clearenv",
         "--setenv", "PATH", "/usr/bin:/bin",
         "--setenv", "HOME", "/tmp",
@@ -326,46 +345,85 @@ _RUNNING_LOCK = threading.Lock()
 
 
 def stop_all() -> int:
-    """Kill every sandbox this process started that is still running; returns how many."""
+    """Kill every sandbox this process started that is still running (warm templates too); returns how
+    many runs were going."""
     with _RUNNING_LOCK:
         running = list(_RUNNING)
+        templates = list(_TEMPLATES)
     for process in running:
         with contextlib.suppress(OSError):
             os.killpg(process.pid, signal.SIGKILL)
-    return len(running)
+    busy = sum(template.busy for template in templates)
+    for template in templates:
+        template.close()
+    return len(running) + busy
+
+
+class _Cold:
+    """A run of its own: bubblewrap starting a fresh interpreter."""
+
+    def __init__(self, command: list[str], cwd: str | None, limits: Limits, pass_fds: tuple[int, ...], env):
+        self.cgroup = _new_pids_cgroup(limits.processes) if os.getuid() == 0 else None
+        self.process = subprocess.Popen(
+            command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            preexec_fn=_limit_child(limits, self.cgroup), start_new_session=True, pass_fds=pass_fds, env=env)
+        with _RUNNING_LOCK:
+            _RUNNING.add(self.process)
+        self.root, self.output = self.process.pid, self.process.stdout
+
+    def set_up_processes(self) -> set[int]:
+        return set()  # (bubblewrap's own processes are known by name)
+
+    def exit_code(self) -> int | None:
+        return self.process.poll()
+
+    def stop(self, grace: float = 0.0) -> int | None:
+        """Kill what is left (after ``grace`` seconds to end by itself); the exit status, or None when it
+        was still running (stopped by us)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            if grace:
+                self.process.wait(grace)
+        with contextlib.suppress(OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        with _RUNNING_LOCK:
+            _RUNNING.discard(self.process)
+        return None if self.process.returncode == -signal.SIGKILL else self.process.returncode
+
+    def clean_up(self) -> None:
+        if self.cgroup is not None:
+            _remove_cgroup(self.cgroup)
 
 
 def run(workdir: Path, argv: list[str], limits: Limits = Limits(), sandboxed: bool = True,
-        channel: Channel | None = None) -> RunResult:
+        channel: Channel | None = None, template: "Template | None" = None) -> RunResult:
     """Run ``argv`` with ``workdir`` as its only writable folder; never raises for what the child does.
 
     With a ``channel``, the two pipe ends the runner uses are passed in and their numbers appended to
     ``argv``; the run ends when the channel is finished (the runner said "done"), when every process
-    of the run is stopped or exited, when it has used no CPU for ``idle_s``, or at the wall backstop."""
-    pass_fds: tuple[int, ...] = ()
-    if channel is not None:
-        argv = [*argv, str(channel.runner_out), str(channel.runner_in)]
-        pass_fds = (channel.runner_out, channel.runner_in)
-    if sandboxed:
-        command = bwrap_command(workdir, argv)
-        cwd = None
-    else:
-        command, cwd = argv, str(workdir)
-    cgroup = _new_pids_cgroup(limits.processes) if os.getuid() == 0 else None
+    of the run is stopped or exited, when it has used no CPU for ``idle_s``, or at the wall backstop.
+    With a ``template`` (whose spool holds ``workdir``), the run is forked from that warm template
+    instead of starting a fresh interpreter: ``argv`` must then be the runner's (see forkserver.py)."""
     started = time.monotonic()
     try:
-        process = subprocess.Popen(
-            command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            preexec_fn=_limit_child(limits, cgroup), start_new_session=True, pass_fds=pass_fds,
-            env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"} if not sandboxed else None,
-        )
+        if template is not None:
+            handle = template.start(workdir, limits, channel)
+        else:
+            pass_fds: tuple[int, ...] = ()
+            if channel is not None:
+                argv = [*argv, str(channel.runner_out), str(channel.runner_in)]
+                pass_fds = (channel.runner_out, channel.runner_in)
+            if sandboxed:
+                command, cwd = bwrap_command(workdir, argv), None
+            else:
+                command, cwd = argv, str(workdir)
+            env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"} if not sandboxed else None
+            handle = _Cold(command, cwd, limits, pass_fds, env)
     except BaseException:
         if channel is not None:
             channel.close()
             os.close(channel.read_end)
         raise
-    with _RUNNING_LOCK:
-        _RUNNING.add(process)
     server = None
     if channel is not None:
         channel.close_runner_ends()
@@ -376,7 +434,7 @@ def run(workdir: Path, argv: list[str], limits: Limits = Limits(), sandboxed: bo
 
     def drain() -> None:
         nonlocal total
-        while chunk := process.stdout.read(65536):
+        while chunk := handle.output.read(65536):
             total += len(chunk)
             tail.extend(chunk)
             del tail[:-limits.output_bytes]
@@ -385,20 +443,27 @@ def run(workdir: Path, argv: list[str], limits: Limits = Limits(), sandboxed: bo
     reader.start()
     timed_out = idle = False
     cpu, progress_cpu, progress_at = 0.0, 0.0, time.monotonic()
+    returncode = None
+    grace = 0.0
     try:
-        while process.poll() is None:
+        while handle.exit_code() is None:
             if channel is not None and channel.finished.wait(0.2):
+                grace = ENDING_GRACE_S  # the runner is done, or gone: let it end by itself
                 break
             elif channel is None:
                 time.sleep(0.2)
             now = time.monotonic()
-            tree = _process_tree(process.pid)
+            tree = _process_tree(handle.root)
             cpu = max(cpu, sum(c for _, _, c in tree.values()))
             if cpu > progress_cpu + 0.01:
                 progress_cpu, progress_at = cpu, now
-            runners = [state for name, state, _ in tree.values() if name != "bwrap"]
+            set_up = handle.set_up_processes()
+            runners = [state for pid, (name, state, _) in tree.items() if name != "bwrap" and pid not in set_up]
             if runners and all(state in "TtZX" for state in runners):
-                break  # every process of the run is stopped or gone: it has nothing more to say
+                # Every process of the run is stopped or gone: it has nothing more to say. If they are all
+                # gone, the run is ending by itself: let it, so that its exit status is its own.
+                grace = ENDING_GRACE_S if all(state in "ZX" for state in runners) else 0.0
+                break
             if now - started > limits.wall_s:
                 timed_out = True
                 break
@@ -406,23 +471,21 @@ def run(workdir: Path, argv: list[str], limits: Limits = Limits(), sandboxed: bo
                 idle = True
                 break
     finally:
-        with contextlib.suppress(OSError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        with _RUNNING_LOCK:
-            _RUNNING.discard(process)
-        # No timeouts here: the pipes close when the sandbox's processes are gone, and a join cut short on a
-        # busy machine would lose the end of the conversation (and change a grade).
-        reader.join()
-        if channel is not None:
-            channel.close()
-            if server is not None:
-                server.join()
-        if cgroup is not None:
-            _remove_cgroup(cgroup)
-    stopped_by_us = timed_out or idle or process.returncode in (-signal.SIGKILL,)
+        try:
+            returncode = handle.stop(grace)
+        finally:
+            # No timeouts here: the pipes close when the sandbox's processes are gone, and a join cut short on
+            # a busy machine would lose the end of the conversation (and change a grade).
+            reader.join()
+            handle.output.close()
+            if channel is not None:
+                channel.close()
+                if server is not None:
+                    server.join()
+            handle.clean_up()
+    stopped_by_us = timed_out or idle or returncode is None
     return RunResult(
-        returncode=None if stopped_by_us else process.returncode,
+        returncode=None if stopped_by_us else returncode,
         timed_out=timed_out,
         idle=idle,
         seconds=time.monotonic() - started,
@@ -430,6 +493,262 @@ def run(workdir: Path, argv: list[str], limits: Limits = Limits(), sandboxed: bo
         output_tail=tail.decode("utf-8", errors="replace"),
         output_bytes=total,
     )
+
+
+# -- warm templates (see forkserver.py) ------------------------------------------------------------------
+
+FORKSERVER = Path(__file__).with_name("forkserver.py")
+ENDING_GRACE_S = 10.0  # for a run whose processes are all gone to end by itself (its exit status is then its own)
+TEMPLATE_START_S = 600.0  # for a template to import torch and answer, even on a crowded machine (no grade depends on it)
+_TEMPLATES: set["Template"] = set()
+_LOCAL = threading.local()
+_WARM_PROBLEM: list[str] = []  # why warm templates cannot run here, once found
+TEMPLATES_STARTED = [0]  # how many templates this process has started (the tests count them)
+
+
+class TemplateFailed(RuntimeError):
+    """A warm template broke down (the grader's machinery, never a student's grade)."""
+
+
+class Template:
+    """A warm template: one sandboxed interpreter with PyTorch imported, serving one run at a time.
+
+    Each run is forked from it before any of the student's code exists, and enters fresh namespaces,
+    mounts and limits of its own (forkserver.py says how); the template never runs student code. A
+    template belongs to the thread that starts it: bubblewrap's --die-with-parent ends it with that
+    thread, and :func:`close_templates` ends them all."""
+
+    def __init__(self):
+        self.spool = Path(tempfile.mkdtemp(prefix="grader-spool-"))
+        shutil.copy2(FORKSERVER, self.spool / "forkserver.py")
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.busy = False
+        self.thread = threading.current_thread()
+        argv = [sys.executable, "-I", f"{SPOOL}/forkserver.py", str(theirs.fileno())]
+        try:
+            self.process = subprocess.Popen(
+                bwrap_command(self.spool, argv, template_spool=self.spool), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),), start_new_session=True)
+        finally:
+            theirs.close()
+        self.tail = bytearray()
+        threading.Thread(target=self._drain, daemon=True).start()
+        with _RUNNING_LOCK:
+            _TEMPLATES.add(self)
+        try:
+            ready = self._receive(TEMPLATE_START_S)
+            if not isinstance(ready.get("ready"), int) or ready.get("threads") != 1:
+                raise TemplateFailed(f"the template is not ready to fork: {ready}")
+        except BaseException:
+            self.close()
+            raise
+        TEMPLATES_STARTED[0] += 1
+
+    def _drain(self) -> None:
+        while chunk := self.process.stdout.read(4096):
+            self.tail.extend(chunk)
+            del self.tail[:-4000]
+
+    def _receive(self, timeout: float | None) -> dict:
+        self.control.settimeout(timeout)
+        try:
+            message = self.control.recv(1 << 16)
+        except (socket.timeout, OSError) as error:
+            raise TemplateFailed(f"the template did not answer ({error}): {self._said()}") from None
+        if not message:
+            raise TemplateFailed(f"the template ended: {self._said()}")
+        return json.loads(message)
+
+    def _said(self) -> str:
+        return bytes(self.tail).decode("utf-8", errors="replace").strip()[-500:] or "(it printed nothing)"
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def start(self, workdir: Path, limits: Limits, channel: Channel | None) -> "_Warm":
+        if workdir.parent != self.spool:
+            raise ValueError(f"{workdir} is not in this template's spool")
+        cgroup = _new_pids_cgroup(limits.processes) if os.getuid() == 0 else None
+        rlimits = [("RLIMIT_AS", (limits.memory_bytes, limits.memory_bytes)), ("RLIMIT_CPU", (limits.cpu_s, limits.cpu_s + 5)),
+                   ("RLIMIT_FSIZE", (limits.file_bytes, limits.file_bytes)), ("RLIMIT_CORE", (0, 0))]
+        if cgroup is None:
+            processes = _own_process_count() + limits.processes
+            rlimits.append(("RLIMIT_NPROC", (processes, processes)))
+        output, output_end = os.pipe()
+        go, go_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)  # "go" to the run, "set up" back
+        if channel is not None:
+            runner_out, runner_in = channel.runner_out, channel.runner_in
+        else:  # (a run without a conversation: the runner's descriptors lead nowhere)
+            runner_out, runner_in = os.open(os.devnull, os.O_WRONLY), os.open(os.devnull, os.O_RDONLY)
+        self.busy = True
+        try:
+            socket.send_fds(self.control, [json.dumps({"folder": workdir.name, "rlimits": rlimits}).encode()],
+                            [runner_out, runner_in, output_end, go_end.fileno()])
+            answer = self._receive(60.0)
+            if "started" not in answer:
+                raise TemplateFailed(f"the template refused the run: {answer}")
+            child = _host_pid(self.process.pid, int(answer["started"]))
+            if child is None:
+                raise TemplateFailed("the template's child could not be found")
+            if cgroup is not None:
+                (cgroup / "cgroup.procs").write_text(str(child))
+            go.sendall(b"g")
+        except BaseException:
+            self.busy = False
+            self.close()
+            go.close()
+            os.close(output)
+            if cgroup is not None:
+                _remove_cgroup(cgroup)
+            raise
+        finally:
+            go_end.close()
+            for fd in (output_end, *((runner_out, runner_in) if channel is None else ())):
+                os.close(fd)
+        return _Warm(self, child, os.fdopen(output, "rb", buffering=0), go, cgroup)
+
+    def close(self) -> None:
+        """End the template (it also ends with the thread that started it)."""
+        with _RUNNING_LOCK:
+            _TEMPLATES.discard(self)
+        with contextlib.suppress(OSError):
+            self.control.close()
+        with contextlib.suppress(OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        shutil.rmtree(self.spool, ignore_errors=True)
+
+
+class _Warm:
+    """A run forked from a template: ``root`` is the template's child (the run's set-up process), whose child
+    is the init of the run's PID namespace; the runner is that init's child."""
+
+    def __init__(self, template: Template, child: int, output, go: socket.socket, cgroup: Path | None):
+        self.template, self.root, self.output, self.go, self.cgroup = template, child, output, go, cgroup
+        self.init = None
+        self.ended: int | None = None
+
+    def set_up_processes(self) -> set[int]:
+        """The run's set-up process and its PID namespace's init: the grader's, not the student's."""
+        if self.init is None:
+            self.init = next(iter(_children_of(self.root)), None)
+        return {self.root, self.init}
+
+    def exit_code(self) -> int | None:
+        if self.ended is None:
+            self.template.control.settimeout(0)
+            try:
+                message = self.template.control.recv(1 << 16)
+            except (BlockingIOError, socket.timeout):
+                return None
+            except OSError as error:
+                raise TemplateFailed(f"the template's control socket failed: {error}") from None
+            if not message:
+                raise TemplateFailed(f"the template ended during a run: {self.template._said()}")
+            self.ended = int(json.loads(message)["exited"])
+        return self.ended
+
+    def stop(self, grace: float = 0.0) -> int | None:
+        """Kill what is left of the run (after ``grace`` seconds to end by itself); its exit status, or None
+        when it was still running. Raises :class:`TemplateFailed` (and ends the template) if the template
+        broke or the run's set-up failed."""
+        try:
+            code = self.exit_code()
+            if code is None and grace:
+                self.template.control.settimeout(grace)
+                with contextlib.suppress(socket.timeout):
+                    message = self.template.control.recv(1 << 16)
+                    if not message:
+                        raise TemplateFailed(f"the template ended during a run: {self.template._said()}")
+                    code = self.ended = int(json.loads(message)["exited"])
+            if code is None:
+                with contextlib.suppress(OSError):
+                    os.kill(self.root, signal.SIGKILL)  # its init, then every process of the run, die with it
+                answer = self.template._receive(60.0)
+                if "exited" not in answer:
+                    raise TemplateFailed(f"the template said {answer} after a run")
+            self.go.settimeout(0)
+            try:
+                set_up = self.go.recv(1) == b"s"
+            except (BlockingIOError, OSError):
+                set_up = False
+            if not set_up:
+                raise TemplateFailed("a run forked from the template failed to set itself up")
+        except TemplateFailed:
+            self.template.close()
+            raise
+        finally:
+            self.template.busy = False
+            self.go.close()
+        return code
+
+    def clean_up(self) -> None:
+        if self.cgroup is not None:
+            _remove_cgroup(self.cgroup)
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as listing:
+                children += [int(child) for child in listing.read().split()]
+    return children
+
+
+def _host_pid(root: int, inside: int) -> int | None:
+    """The host's number of the process that the template (a descendant of ``root``) calls ``inside``."""
+    for pid in _process_tree(root):
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                line = next(line for line in status if line.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            continue
+        numbers = line.split()[1:]
+        if len(numbers) == 2 and numbers[1] == str(inside):
+            return pid
+    return None
+
+
+def template() -> Template | None:
+    """This thread's warm template, started on first use; None where templates cannot run here (said once)."""
+    current = getattr(_LOCAL, "template", None)
+    if current is not None and current.alive and current in _TEMPLATES:
+        return current
+    if _WARM_PROBLEM:
+        return None
+    try:
+        current = Template()
+    except (TemplateFailed, OSError, SandboxUnavailable) as error:
+        _WARM_PROBLEM.append(str(error))
+        print(f"warning: runs start cold (a fresh interpreter each): {error}", file=sys.stderr)
+        return None
+    _LOCAL.template = current
+    return current
+
+
+def close_templates(of_ended_threads: bool = False) -> None:
+    """End every template, or only those whose thread has ended (others may be serving a run)."""
+    with _RUNNING_LOCK:
+        templates = [each for each in _TEMPLATES if not of_ended_threads or not each.thread.is_alive()]
+    for each in templates:
+        each.close()
+
+
+@contextlib.contextmanager
+def workspace(sandboxed: bool = True, warm: bool = True):
+    """A fresh folder for one run, and the template to fork it from (None: a cold start). The folder is
+    removed afterwards."""
+    chosen = template() if sandboxed and warm else None
+    folder = Path(tempfile.mkdtemp(prefix="grade-", dir=chosen.spool if chosen is not None else None))
+    try:
+        yield folder, chosen
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+atexit.register(close_templates)
 
 
 def check_available() -> None:

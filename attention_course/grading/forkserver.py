@@ -1,0 +1,301 @@
+"""The warm template: a sandboxed interpreter with PyTorch already imported, from which each run is forked.
+
+Runs inside bubblewrap (see ``sandbox.Template``), started as ``python -I forkserver.py FD`` where FD
+is a Unix socket to the grader. It imports what every run of ``runner.py`` imports (the ~2 s of CPU a
+fresh interpreter spends on ``import torch``), then waits. It never runs student code and never
+holds any: the grader sends it only the name of a job folder, numbers (limits) and four file
+descriptors (the runner's two channel pipes, the pipe for its output, and a pipe the child waits on
+until the grader has put it in its process cgroup).
+
+For each job the template forks a child, which, before anything of the student's exists in it:
+- enters its own mount, PID, network, IPC and UTS namespaces (the template is root of its sandbox's
+  user namespace, with every capability inside it for this, and has set that namespace's limit of
+  nested user namespaces to 0 before anything else);
+- mounts a fresh /tmp and /dev/shm, binds the job's folder at /submission and covers the folder of
+  all jobs with an empty read-only one; the rest of the file system is read-only (``--remount-ro /``), so nothing a run
+  writes outlives it;
+- forks the new PID namespace's init, which mounts a /proc of that namespace alone (with /proc/sys
+  and its kin read-only, as bubblewrap does) and starts the runner as PID 2. When the runner ends,
+  init ends with its status, and the kernel kills every process the run left behind;
+- init tells the grader that the set-up is done (a run whose set-up failed is the grader's failure,
+  never a grade);
+- the runner gets a new session, the run's resource limits, no capabilities (effective, permitted,
+  inheritable, ambient, bounding; secure bits locked, so uid 0 of the namespace is powerless), fresh
+  random seeds as a new interpreter would have, only its own file descriptors, and runs ``/submission/runner.py`` as ``__main__``, exactly as
+  ``python -I runner.py /submission OUT IN`` would.
+
+Nothing a child does reaches the template: memory is copied on write, and every place a run can
+write is its own.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import json
+import os
+import random
+import resource
+import signal
+import socket
+import sys
+import traceback
+import types
+
+# What every run imports: the point of the template. (runner.py's own imports, and IPython's shell.)
+import ast  # noqa: F401
+import gc  # noqa: F401
+import hashlib  # noqa: F401
+import importlib.util  # noqa: F401
+import marshal  # noqa: F401
+import struct  # noqa: F401
+import warnings  # noqa: F401
+
+import numpy as np
+import torch
+from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
+from traitlets.config import Config  # noqa: F401
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 4, 24, 47, 4
+PR_SET_SECUREBITS = 28
+# SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP, SECBIT_NO_CAP_AMBIENT_RAISE, each with its lock, and KEEP_CAPS locked off.
+SECURE_NOROOT_LOCKED = 0b1110_1111
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+SETUP_FAILED = 126  # the child's exit status when its own set-up failed (the grader's fault, said as such)
+SPOOL, INSIDE = "/spool", "/submission"
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+libc.unshare.argtypes = [ctypes.c_int]
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"{what}: {os.strerror(number)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    encode = lambda text: text.encode() if text is not None else None  # noqa: E731
+    _check(libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)), f"mount {target}")
+
+
+def _prctl(option: int, value: int = 0, what: str = "prctl") -> None:
+    _check(libc.prctl(option, value, 0, 0, 0), what)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """No capability in any set, for good: the bounding set is empty and the secure bits are locked so that
+    being uid 0 in this user namespace gives none back, not even through a program it runs."""
+    _prctl(PR_SET_SECUREBITS, SECURE_NOROOT_LOCKED, "lock the secure bits")
+    last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    for capability in range(last + 1):
+        _prctl(PR_CAPBSET_DROP, capability, "drop a bounding capability")
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, "clear ambient capabilities")
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
+    _check(libc.capset(ctypes.byref(header), data), "capset")
+
+
+def _loopback_up() -> None:
+    """The new network namespace's loopback, up (as bubblewrap leaves it): nothing listens on it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        import fcntl
+        request = struct.pack("16sH", b"lo", 0)
+        flags = struct.unpack("16sH", fcntl.ioctl(probe, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | IFF_UP))
+
+
+def _exit_code(status: int) -> int:
+    """As bubblewrap reports its command's end: the exit status, or 128 + the signal."""
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+def _only_fds(keep: set[int]) -> None:
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _run(job: dict, channel_out: int, channel_in: int) -> None:
+    """PID 2 of the run: the runner, as a fresh ``python -I runner.py /submission OUT IN`` would be."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
+    os.setsid()
+    for kind, (soft, hard) in job["rlimits"]:
+        resource.setrlimit(getattr(resource, kind), (soft, hard))
+    random.seed()  # a fresh interpreter seeds these from the system's entropy
+    np.random.seed()
+    torch.seed()
+    sys.argv = ["runner.py", INSIDE, str(channel_out), str(channel_in)]
+    del job
+    path = f"{INSIDE}/runner.py"
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __builtins__=builtins)
+    sys.modules["__main__"] = main
+    try:
+        with open(path, "rb") as source:
+            code = compile(source.read(), path, "exec")
+        exec(code, main.__dict__)
+    except SystemExit as stop:  # as the interpreter ends on it
+        if stop.code is None or isinstance(stop.code, int):
+            _flush_and_exit(stop.code or 0)
+        print(stop.code, file=sys.stderr)
+        _flush_and_exit(1)
+    except BaseException as error:  # as the interpreter reports it: no frame of this file in the traceback
+        error.__traceback__ = error.__traceback__.tb_next
+        sys.excepthook(type(error), error, error.__traceback__)
+        _flush_and_exit(1)
+    _flush_and_exit(0)
+
+
+def _flush_and_exit(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(code & 0xFF)
+
+
+def _init(job: dict, channel_out: int, channel_in: int, go: int) -> None:
+    """PID 1 of the run's namespace: its own /proc, then the runner; it ends when the runner ends."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in ("sys", "sysrq-trigger", "irq", "bus"):
+        path = f"/proc/{name}"
+        if os.path.exists(path):
+            _mount(path, path, None, MS_BIND | MS_REC)
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    drop_capabilities()
+    _prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE")
+    os.write(go, b"s")  # set up: whatever happens from here on is the run's own doing
+    os.close(go)
+    runner = os.fork()
+    if runner == 0:
+        try:
+            _run(job, channel_out, channel_in)
+        finally:
+            os._exit(SETUP_FAILED)
+    _only_fds({0, 1, 2})
+    while True:  # reap whatever ends (orphans come to init) until the runner does
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(SETUP_FAILED)
+        if pid == runner:
+            os._exit(_exit_code(status))
+
+
+def _child(job: dict, fds: list[int], template_pid: int) -> None:
+    channel_out, channel_in, output, go = fds
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
+    if os.getppid() != template_pid:
+        os._exit(SETUP_FAILED)
+    if os.read(go, 1) != b"g":  # the grader has put this process in the run's cgroup (or says no)
+        os._exit(SETUP_FAILED)
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    _only_fds({0, 1, 2, channel_out, channel_in, go})
+    folder = str(job["folder"])
+    if "/" in folder or folder in ("", ".", ".."):
+        raise ValueError(f"not a job folder: {folder!r}")
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    _mount(f"{SPOOL}/{folder}", INSIDE, None, MS_BIND | MS_REC)
+    _mount(None, INSIDE, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV)
+    # Hide every job's folder: the mounts came from the template's namespace, so they are locked and cannot be
+    # unmounted here, but an empty read-only tmpfs covers them (and nothing here may unmount it).
+    _mount("tmpfs", SPOOL, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
+    _loopback_up()
+    os.chdir(INSIDE)
+    init = os.fork()
+    if init == 0:
+        try:
+            _init(job, channel_out, channel_in, go)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(SETUP_FAILED)
+    for fd in (channel_out, channel_in, go):  # (not through /proc: init mounts the run's own there)
+        os.close(fd)
+    _, status = os.waitpid(init, 0)
+    os._exit(_exit_code(status))
+
+
+def forbid_user_namespaces() -> None:
+    """No process of this sandbox may make a user namespace (bubblewrap's --disable-userns does the same
+    with a nested namespace, in which a template could not mount a /proc for its runs): the limit of
+    user namespaces in this one is set to 0, through a /proc of our own in a throwaway child."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _check(libc.unshare(CLONE_NEWNS), "unshare")
+            _mount(None, "/", None, MS_REC | MS_PRIVATE)
+            _mount("proc", "/tmp", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            with open("/tmp/sys/user/max_user_namespaces", "w") as limit:
+                limit.write("0")
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise SystemExit("the template could not forbid user namespaces")
+
+
+def serve(control: socket.socket) -> None:
+    forbid_user_namespaces()
+    sys.stdout.flush()
+    control.send(json.dumps({"ready": os.getpid(), "threads": len(os.listdir("/proc/self/task"))}).encode())
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 8)
+        except OSError:
+            return
+        if not message:
+            return  # the grader is gone
+        job = json.loads(message)
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            control.send(json.dumps({"refused": f"{len(fds)} descriptors"}).encode())
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                control.close()
+                _child(job, fds, os.getppid())
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(SETUP_FAILED)
+        for fd in fds:
+            os.close(fd)
+        control.send(json.dumps({"started": pid}).encode())
+        _, status = os.waitpid(pid, 0)
+        control.send(json.dumps({"exited": _exit_code(status)}).encode())
+
+
+if __name__ == "__main__":
+    # What the runner's first steps would import or warm up anyway (see runner.main).
+    torch.zeros(2, 2).add(1).exp().sum(-1)
+    serve(socket.socket(fileno=int(sys.argv[1])))
