@@ -8,7 +8,7 @@ Instructors (COURSE is an nbgrader course directory, default ./course; `release`
                                            generate the student notebooks, and prove every solution
                                            scores full marks (hidden tests included)
   attention-course grade ASSIGNMENT [--zip DOWNLOAD.zip] [--roster LIST.csv] [--student ID]
-                                    [--jobs N] [--force] [--reseed]
+                                    [--jobs N | --cluster tcp://HOST:8786] [--force] [--reseed] [--cold]
                                            grade submitted/<student>/<ASSIGNMENT>/ (or a Moodle/Canvas
                                            download), sandboxed, into the gradebook; prints a summary and
                                            writes COURSE/reports/<ASSIGNMENT>.csv
@@ -114,11 +114,15 @@ def _verify_solutions(course, assignment: str) -> int:
 
 
 def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | None, unsafe: bool, wall: float,
-          force: bool = False, reseed: bool = False, roster: Path | None = None, student: str | None = None) -> int:
+          force: bool = False, reseed: bool = False, roster: Path | None = None, student: str | None = None,
+          cluster: str | None = None, cold: bool = False) -> int:
     from attention_course.grading.course import Course, GradingInterrupted
 
     if jobs is not None and jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    if cluster is not None and jobs is not None:
+        raise UsageError("--cluster and --jobs do not go together: with a cluster, its workers' threads decide "
+                         "how many submissions are graded at once")
     course = Course(course_dir)
     course.require(assignment)
     if not (course.root / "release" / assignment).is_dir():
@@ -147,7 +151,7 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
         course.seed(assignment, reseed=True)
     try:
         summaries = course.grade(assignment, jobs=jobs, sandboxed=not unsafe, limits=sandbox.Limits(wall_s=wall),
-                                 force=force or reseed, students=students)
+                                 force=force or reseed, students=students, cluster=cluster, warm=not cold)
     except sandbox.SandboxUnavailable as error:
         print(f"cannot grade safely: {error}\nRefusing to run submissions unsandboxed; "
               "pass --unsafe-no-sandbox to do so anyway.", file=sys.stderr)
@@ -253,6 +257,13 @@ def main(argv: list[str] | None = None) -> int:
                         "who is on it and submitted nothing is graded 0 as missing")
     p.add_argument("--student", default=None, help="grade this student only (a student id from the summary)")
     p.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: all cores)")
+    p.add_argument("--cold", action="store_true",
+                   help="start every sandboxed run from a fresh interpreter instead of forking it from a warm "
+                        "template that has PyTorch imported (slower; the grades are the same)")
+    p.add_argument("--cluster", default=None, metavar="tcp://HOST:8786",
+                   help="grade on the workers of this Dask scheduler instead of here; each worker needs this "
+                        "package at the same version with the pinned requirements, and bubblewrap (Linux with user "
+                        "namespaces), but not the course directory; this machine alone writes the gradebook")
     p.add_argument("--wall-seconds", type=float, default=sandbox.Limits.wall_s,
                    help="wall-clock backstop per notebook run (grades never depend on it: limits that decide "
                         "count CPU seconds)")
@@ -289,7 +300,8 @@ def _run(args) -> int:
             return release(args.course, args.exercises, verify=not args.no_verify, force=args.force)
         if args.command == "grade":
             return grade(args.course, args.assignment, args.zip, args.jobs, args.unsafe_no_sandbox, args.wall_seconds,
-                         force=args.force, reseed=args.reseed, roster=args.roster, student=args.student)
+                         force=args.force, reseed=args.reseed, roster=args.roster, student=args.student,
+                         cluster=args.cluster, cold=args.cold)
         if args.command == "feedback":
             return feedback(args.course, args.assignment)
         return export(args.course, args.to, args.format, args.assignment)

@@ -297,15 +297,24 @@ class Course:
 
     def grade(self, assignment: str, *, jobs: int | None = None, sandboxed: bool = True,
               limits: sandbox.Limits = sandbox.Limits(), students: list[str] | None = None,
-              progress: bool = True, force: bool = False) -> list[StudentSummary]:
+              progress: bool = True, force: bool = False, cluster: str | None = None,
+              warm: bool = True) -> list[StudentSummary]:
         """Grade every submission of ``assignment``; one failure never stops the batch.
 
         A submission whose fingerprint (its notebooks' bytes, the release, the course seed, the grader's
         code) matches its last grade, and whose gradebook scores still agree with that grade, is not graded
         again unless ``force``. On Ctrl-C the queued submissions are cancelled, the running sandboxes
         stopped, nothing half-graded is saved, the ones already graded are recorded, and
-        :class:`GradingInterrupted` is raised."""
-        if sandboxed:
+        :class:`GradingInterrupted` is raised.
+
+        ``warm``: fork each sandboxed run from a warm template (one per grading thread, with PyTorch already
+        imported) instead of starting a fresh interpreter; the grades are the same.
+
+        With ``cluster`` (a Dask scheduler's address) each notebook is graded on the cluster's workers
+        (see :mod:`cluster`); everything else, the gradebook above all, happens here as without one."""
+        if cluster is not None and jobs is not None:
+            raise ValueError("a cluster's workers decide how many submissions are graded at once: no jobs with a cluster")
+        if sandboxed and cluster is None:
             sandbox.check_available()
         checks = checks_for(assignment)
         notebooks = self.notebooks(assignment)
@@ -329,14 +338,16 @@ class Course:
             if not force and self._unchanged(assignment, student, paths, fingerprint, summaries[student]):
                 reused.add(student)
                 return
+            grade_one = grade_notebook if remote is None else functools.partial(
+                remote.grade_notebook, assignment=assignment, student=student)
             results = []
             for nb in notebooks:
                 if interrupted.is_set():
                     return
                 nb_checks = {g: c for g, c in checks.items() if g in _test_ids(released[nb])}
-                result = grade_notebook(folder / f"{nb}.ipynb", released[nb], nb_checks, sandboxed=sandboxed,
-                                        limits=limits, release_folder=release_folder, seed=seed,
-                                        fingerprint=fingerprint)
+                result = grade_one(folder / f"{nb}.ipynb", released[nb], nb_checks, sandboxed=sandboxed,
+                                   limits=limits, release_folder=release_folder, seed=seed,
+                                   fingerprint=fingerprint, warm=warm)
                 result.flags.extend(_timestamp_flags(folder))
                 result.flags.extend(_extra_files(folder, notebooks, release_folder))
                 if nb in renamed:
@@ -347,7 +358,16 @@ class Course:
             for nb, result in zip(notebooks, results):
                 result.save(results_path(self.results_dir, assignment, student, nb))
 
-        jobs = jobs or os.cpu_count() or 1
+        remote = None
+        if cluster is not None:
+            from attention_course.grading.cluster import Cluster
+
+            remote = Cluster(cluster, sandboxed=sandboxed)
+            if progress:
+                print(f"grading on the Dask cluster at {cluster}: {remote.workers} worker{'s' if remote.workers != 1 else ''}, "
+                      f"{remote.threads} thread{'s' if remote.threads != 1 else ''}", file=sys.stderr)
+        # With a cluster, twice its threads in flight: a worker finishing a notebook finds the next one queued.
+        jobs = 2 * remote.threads if remote is not None else jobs or os.cpu_count() or 1
         if jobs < 1:
             raise ValueError(f"--jobs must be at least 1, got {jobs}")
         bar = tqdm(total=len(students), desc=f"grading {assignment}", unit="student", disable=not progress, file=sys.stderr)
@@ -369,6 +389,8 @@ class Course:
             interrupted.set()
             for future in futures:
                 future.cancel()
+            if remote is not None:
+                remote.cancel()
             try:
                 sandbox.stop_all()
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -382,7 +404,11 @@ class Course:
             self._record(assignment, done, notebooks, summaries, reused)
             self.write_report(assignment)
             raise GradingInterrupted(len(done), len(students), recorded=True) from None
+        finally:
+            if remote is not None:
+                remote.close()
         pool.shutdown(wait=True)
+        sandbox.close_templates(of_ended_threads=True)  # the pool's threads are done, and their templates with them
         bar.close()
         self._record(assignment, students, notebooks, summaries, reused)
         self.write_report(assignment)
