@@ -2,7 +2,8 @@
 
 For each assignment, N copies of its solution notebook are graded with one job, warm (runs forked
 from a template with PyTorch imported) and cold (a fresh interpreter per run). Reported per notebook:
-CPU seconds inside the sandbox (what a grading worker spends), wall seconds of grading, and wall
+CPU seconds inside the sandbox (what a grading worker spends), wall seconds of grading (for warm runs
+including the template's start, once per batch: more copies amortize it), and wall
 seconds of recording into the gradebook (nbgrader's per-submission pipeline and SQLite writes: the
 part only the coordinating machine does). With the machine's load average beside each figure.
 
@@ -66,12 +67,26 @@ def measure(course: Course, assignment: str, warm: bool) -> dict:
     }
 
 
+def template_start_seconds() -> float:
+    """Wall seconds for a warm template to start (bubblewrap, then the imports): paid once per grading thread."""
+    from attention_course.grading import sandbox
+
+    started = time.perf_counter()
+    template = sandbox.Template()
+    seconds = time.perf_counter() - started
+    template.close()
+    return round(seconds, 2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--copies", type=int, default=4)
     parser.add_argument("--assignments", nargs="*", default=assignments_in(ROOT / "solutions"))
     args = parser.parse_args()
-    report = {"cpus": os.cpu_count(), "measured": time.strftime("%Y-%m-%d %H:%M:%S"), "assignments": {}}
+    report = {"cpus": os.cpu_count(), "measured": time.strftime("%Y-%m-%d %H:%M:%S"), "assignments": {},
+              "template_start_s": template_start_seconds(), "load_average_at_start": os.getloadavg()}
+    print(f"a warm template starts in {report['template_start_s']} s (once per grading thread and batch; "
+          "included in the warm figures below)", flush=True)
     with tempfile.TemporaryDirectory(prefix="grading-cost-") as folder:
         for assignment in args.assignments:
             report["assignments"][assignment] = {}
