@@ -520,15 +520,19 @@ class Template:
 
     def __init__(self):
         self.spool = Path(tempfile.mkdtemp(prefix="grader-spool-"))
-        shutil.copy2(FORKSERVER, self.spool / "forkserver.py")
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.busy = False
         self.thread = threading.current_thread()
         argv = [sys.executable, "-I", f"{SPOOL}/forkserver.py", str(theirs.fileno())]
         try:
+            shutil.copy2(FORKSERVER, self.spool / "forkserver.py")
             self.process = subprocess.Popen(
                 bwrap_command(self.spool, argv, template_spool=self.spool), stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),), start_new_session=True)
+        except BaseException:
+            self.control.close()
+            shutil.rmtree(self.spool, ignore_errors=True)
+            raise
         finally:
             theirs.close()
         self.tail = bytearray()
@@ -542,7 +546,8 @@ class Template:
         except BaseException:
             self.close()
             raise
-        TEMPLATES_STARTED[0] += 1
+        with _RUNNING_LOCK:
+            TEMPLATES_STARTED[0] += 1
 
     def _drain(self) -> None:
         while chunk := self.process.stdout.read(4096):
