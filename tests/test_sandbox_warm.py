@@ -218,3 +218,36 @@ def test_a_run_ends_the_same_warm_and_cold(ending):
     worker.join()
     cold = _run(None, ENDINGS[ending], 0)[0]
     assert (outcome["warm"].returncode, outcome["warm"].output_tail) == (cold.returncode, cold.output_tail)
+
+
+def test_the_interpreters_folders_below_tmp_stay_visible_in_a_fresh_tmp(tmp_path, monkeypatch):
+    """A virtual environment may live below /tmp (a CI checkout does): a warm run's fresh /tmp must still show
+    it, read-only, as a cold run's does, and nothing else of the host's /tmp."""
+    extra = tmp_path / "site"
+    extra.mkdir()
+    (extra / "marker_module.py").write_text("WHERE = 'found'\n")
+    assert str(extra).startswith("/tmp/")
+    original = sandbox._python_paths
+    monkeypatch.setattr(sandbox, "_python_paths", lambda: [*original(), str(extra)])
+    script = textwrap.dedent(f'''
+        import json, os, sys
+        sys.path.insert(0, {str(extra)!r})
+        import marker_module
+        try:
+            open({str(extra / "written")!r}, "w").close()
+            writable = True
+        except OSError:
+            writable = False
+        print("FACTS " + json.dumps({{"where": marker_module.WHERE, "writable": writable,
+                                      "tmp": sorted(os.listdir("/tmp"))}}))
+    ''')
+    template = sandbox.Template()
+    try:
+        job = Path(sandbox.tempfile.mkdtemp(dir=template.spool))
+        (job / "runner.py").write_text(script)
+        warm = sandbox.run(job, [sandbox.sys.executable], LIMITS, template=template)
+    finally:
+        template.close()
+    _, cold = _run(None, script, 0)
+    facts = json.loads(next(line for line in warm.output_tail.splitlines() if line.startswith("FACTS "))[6:])
+    assert facts == cold == {"where": "found", "writable": False, "tmp": [str(tmp_path).split("/")[2]]}, warm.output_tail

@@ -1,28 +1,29 @@
 """The warm template: a sandboxed interpreter with PyTorch already imported, from which each run is forked.
 
-Runs inside bubblewrap (see ``sandbox.Template``), started as ``python -I forkserver.py FD`` where FD
-is a Unix socket to the grader. It imports what every run of ``runner.py`` imports (the ~2 s of CPU a
-fresh interpreter spends on ``import torch``), then waits. It never runs student code and never
-holds any: the grader sends it only the name of a job folder, numbers (limits) and four file
-descriptors (the runner's two channel pipes, the pipe for its output, and a pipe the child waits on
-until the grader has put it in its process cgroup).
+Runs inside bubblewrap (see ``sandbox.Template``), started as ``python -I forkserver.py FD [PATH ...]``
+where FD is a Unix socket to the grader and the PATHs are the interpreter's folders below /tmp. It
+imports what every run of ``runner.py`` imports (the ~2 s of CPU a fresh interpreter spends on
+``import torch``), then waits. It never runs student code and never holds any: the grader sends it
+only the name of a job folder, numbers (limits) and four file descriptors (the runner's two channel
+pipes, the pipe for its output, and a socket on which the child waits until the grader has put it in
+its process cgroup, and on which the runner says that its set-up is done).
 
 For each job the template forks a child, which, before anything of the student's exists in it:
 - enters its own mount, PID, network, IPC and UTS namespaces (the template is root of its sandbox's
   user namespace, with every capability inside it for this, and has set that namespace's limit of
   nested user namespaces to 0 before anything else);
-- mounts a fresh /tmp and /dev/shm, binds the job's folder at /submission and covers the folder of
-  all jobs with an empty read-only one; the rest of the file system is read-only (``--remount-ro /``), so nothing a run
-  writes outlives it;
+- mounts a fresh /tmp (with the interpreter's folders below /tmp bound back, read-only, as bubblewrap
+  lays them out) and /dev/shm, binds the job's folder at /submission and covers the folder of all jobs
+  with an empty read-only one; the rest of the file system is read-only (``--remount-ro /``), so
+  nothing a run writes outlives it;
 - forks the new PID namespace's init, which mounts a /proc of that namespace alone (with /proc/sys
   and its kin read-only, as bubblewrap does) and starts the runner as PID 2. When the runner ends,
   init ends with its status, and the kernel kills every process the run left behind;
-- init tells the grader that the set-up is done (a run whose set-up failed is the grader's failure,
-  never a grade);
 - the runner gets a new session, the run's resource limits, no capabilities (effective, permitted,
   inheritable, ambient, bounding; secure bits locked, so uid 0 of the namespace is powerless), fresh
-  random seeds as a new interpreter would have, only its own file descriptors, and runs ``/submission/runner.py`` as ``__main__``, exactly as
-  ``python -I runner.py /submission OUT IN`` would.
+  random seeds as a new interpreter would have and only its own file descriptors; it says "set up"
+  to the grader (a run that fails before that is the grader's failure, never a grade) and runs
+  ``/submission/runner.py`` as ``__main__``, as ``python -I runner.py /submission OUT IN`` would.
 
 Nothing a child does reaches the template: memory is copied on write, and every place a run can
 write is its own.
@@ -57,7 +58,8 @@ from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 from traitlets.config import Config  # noqa: F401
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = (
+    1, 2, 4, 8, 32, 4096, 8192, 16384, 1 << 18)
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 4, 24, 47, 4
 PR_SET_SECUREBITS = 28
 # SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP, SECBIT_NO_CAP_AMBIENT_RAISE, each with its lock, and KEEP_CAPS locked off.
@@ -65,6 +67,7 @@ SECURE_NOROOT_LOCKED = 0b1110_1111
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 SETUP_FAILED = 126  # the child's exit status when its own set-up failed (the grader's fault, said as such)
 SPOOL, INSIDE = "/spool", "/submission"
+PYTHON_UNDER_TMP: list[str] = []  # the interpreter's folders below /tmp (from the command line)
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -130,7 +133,7 @@ def _only_fds(keep: set[int]) -> None:
                 pass
 
 
-def _run(job: dict, channel_out: int, channel_in: int) -> None:
+def _run(job: dict, channel_out: int, channel_in: int, go: int) -> None:
     """PID 2 of the run: the runner, as a fresh ``python -I runner.py /submission OUT IN`` would be."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
     os.setsid()
@@ -145,9 +148,11 @@ def _run(job: dict, channel_out: int, channel_in: int) -> None:
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=path, __cached__=None, __builtins__=builtins)
     sys.modules["__main__"] = main
+    with open(path, "rb") as source:
+        code = compile(source.read(), path, "exec")
+    os.write(go, b"s")  # set up: whatever happens from here on is the run's own doing
+    os.close(go)
     try:
-        with open(path, "rb") as source:
-            code = compile(source.read(), path, "exec")
         exec(code, main.__dict__)
     except SystemExit as stop:  # as the interpreter ends on it
         if stop.code is None or isinstance(stop.code, int):
@@ -181,12 +186,12 @@ def _init(job: dict, channel_out: int, channel_in: int, go: int) -> None:
             _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     drop_capabilities()
     _prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE")
-    os.write(go, b"s")  # set up: whatever happens from here on is the run's own doing
-    os.close(go)
     runner = os.fork()
     if runner == 0:
         try:
-            _run(job, channel_out, channel_in)
+            _run(job, channel_out, channel_in, go)
+        except BaseException:
+            traceback.print_exc()
         finally:
             os._exit(SETUP_FAILED)
     _only_fds({0, 1, 2})
@@ -197,6 +202,21 @@ def _init(job: dict, channel_out: int, channel_in: int, go: int) -> None:
             os._exit(SETUP_FAILED)
         if pid == runner:
             os._exit(_exit_code(status))
+
+
+def _fresh_tmp() -> None:
+    """A fresh, empty /tmp, but with the read-only folders the interpreter needs that live below /tmp (a
+    virtual environment may), as bubblewrap lays them out for a cold run. The new tmpfs is made at
+    /submission (not yet in use), the folders bound into it from the /tmp they are still visible in, and
+    the whole moved onto /tmp."""
+    staging = INSIDE
+    _mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    for path in PYTHON_UNDER_TMP:
+        inside = staging + path[len("/tmp"):]
+        os.makedirs(inside, exist_ok=True)
+        _mount(path, inside, None, MS_BIND | MS_REC)
+        _mount(None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    _mount(staging, "/tmp", None, MS_MOVE)
 
 
 def _child(job: dict, fds: list[int], template_pid: int) -> None:
@@ -216,7 +236,7 @@ def _child(job: dict, fds: list[int], template_pid: int) -> None:
         raise ValueError(f"not a job folder: {folder!r}")
     _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    _fresh_tmp()
     _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
     _mount(f"{SPOOL}/{folder}", INSIDE, None, MS_BIND | MS_REC)
     _mount(None, INSIDE, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV)
@@ -298,4 +318,5 @@ def serve(control: socket.socket) -> None:
 if __name__ == "__main__":
     # What the runner's first steps would import or warm up anyway (see runner.main).
     torch.zeros(2, 2).add(1).exp().sum(-1)
+    PYTHON_UNDER_TMP.extend(sys.argv[2:])
     serve(socket.socket(fileno=int(sys.argv[1])))

@@ -523,7 +523,8 @@ class Template:
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.busy = False
         self.thread = threading.current_thread()
-        argv = [sys.executable, "-I", f"{SPOOL}/forkserver.py", str(theirs.fileno())]
+        under_tmp = [path for path in _python_paths() if path.startswith("/tmp/")]  # (see forkserver._fresh_tmp)
+        argv = [sys.executable, "-I", f"{SPOOL}/forkserver.py", str(theirs.fileno()), *under_tmp]
         try:
             shutil.copy2(FORKSERVER, self.spool / "forkserver.py")
             self.process = subprocess.Popen(
