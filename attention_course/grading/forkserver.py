@@ -186,14 +186,7 @@ def _init(job: dict, channel_out: int, channel_in: int, go: int) -> None:
             _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     drop_capabilities()
     _prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE")
-    runner = os.fork()
-    if runner == 0:
-        try:
-            _run(job, channel_out, channel_in, go)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(SETUP_FAILED)
+    runner = _fork_into(_run, job, channel_out, channel_in, go)
     _only_fds({0, 1, 2})
     while True:  # reap whatever ends (orphans come to init) until the runner does
         try:
@@ -219,7 +212,22 @@ def _fresh_tmp() -> None:
     _mount(staging, "/tmp", None, MS_MOVE)
 
 
-def _child(job: dict, fds: list[int], template_pid: int) -> None:
+def _fork_into(function, *args) -> int:
+    """Fork; the child runs ``function(*args)`` and ends, with SETUP_FAILED (and the traceback on its output)
+    if that returns or raises. Returns the child's pid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            function(*args)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(SETUP_FAILED)
+    return pid
+
+
+def _child(job: dict, fds: list[int], template_pid: int, control: socket.socket) -> None:
+    control.close()
     channel_out, channel_in, output, go = fds
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
     if os.getppid() != template_pid:
@@ -245,14 +253,7 @@ def _child(job: dict, fds: list[int], template_pid: int) -> None:
     _mount("tmpfs", SPOOL, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
     _loopback_up()
     os.chdir(INSIDE)
-    init = os.fork()
-    if init == 0:
-        try:
-            _init(job, channel_out, channel_in, go)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(SETUP_FAILED)
+    init = _fork_into(_init, job, channel_out, channel_in, go)
     for fd in (channel_out, channel_in, go):  # (not through /proc: init mounts the run's own there)
         os.close(fd)
     _, status = os.waitpid(init, 0)
@@ -299,15 +300,7 @@ def serve(control: socket.socket) -> None:
             continue
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                control.close()
-                _child(job, fds, os.getppid())
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                os._exit(SETUP_FAILED)
+        pid = _fork_into(_child, job, fds, os.getpid(), control)
         for fd in fds:
             os.close(fd)
         control.send(json.dumps({"started": pid}).encode())
