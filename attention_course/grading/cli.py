@@ -4,9 +4,10 @@ Students:
   attention-course check NOTEBOOK          run the notebook and its visible tests; exit 1 on any failure
 
 Instructors (COURSE is an nbgrader course directory, default ./course; `release` creates it):
-  attention-course release [--course COURSE] [--exercises DIR] [--force]
+  attention-course release [--course COURSE] [--exercises DIR] [--assignment A] [--force]
                                            generate the student notebooks, and prove every solution
-                                           scores full marks (hidden tests included)
+                                           scores full marks (hidden tests included; answers graded by
+                                           hand in formgrader cannot be, and are not counted)
   attention-course grade ASSIGNMENT [--zip DOWNLOAD.zip] [--roster LIST.csv] [--student ID]
                                     [--jobs N | --cluster tcp://HOST:8786] [--force] [--reseed] [--cold]
                                            grade submitted/<student>/<ASSIGNMENT>/ (or a Moodle/Canvas
@@ -14,7 +15,9 @@ Instructors (COURSE is an nbgrader course directory, default ./course; `release`
                                            writes COURSE/reports/<ASSIGNMENT>.csv
   attention-course feedback ASSIGNMENT     a feedback page for every graded student (no hidden tests in
                                            it), and a zip for the LMS's feedback upload
-  attention-course export [--format nbgrader|moodle|canvas] [--assignment A] [--to FILE]
+  attention-course export [--format nbgrader|moodle|canvas] [--assignment A] [--to FILE] [--leave-out-ungraded]
+                                           grades for the LMS; refused while written answers await a manual
+                                           grade in formgrader (or, with the flag, those students left out)
 """
 
 from __future__ import annotations
@@ -78,12 +81,15 @@ def check(notebook_path: Path, timeout: int) -> int:
     return 1 if failed else 0
 
 
-def release(course_dir: Path, exercises: Path | None, verify: bool, force: bool = False) -> int:
+def release(course_dir: Path, exercises: Path | None, verify: bool, force: bool = False,
+            only: str | None = None) -> int:
     from attention_course.grading.course import Course
 
     course = Course(course_dir)
+    if only is not None and only not in course.assignments():
+        raise UsageError(f"no assignment {only!r}; the assignments are: {', '.join(course.assignments())}")
     status = 0
-    for assignment in course.assignments():
+    for assignment in [only] if only is not None else course.assignments():
         course.generate(assignment, force=force)
         if exercises is not None:
             target = exercises / assignment
@@ -107,10 +113,20 @@ def _verify_solutions(course, assignment: str) -> int:
         for notebook in (course.solutions / assignment).glob("*.ipynb"):
             shutil.copy2(notebook, submitted / notebook.name)
         [summary] = scratch.grade(assignment, progress=False)
-    full = summary.score == summary.max_score > 0 and not summary.flags
-    print(f"{assignment}: the solution scores {summary.score:g} of {summary.max_score:g}"
-          + ("" if full else f"  <- NOT FULL MARKS {summary.flags}"))
+    full, line = verification(assignment, summary)
+    print(line)
     return 0 if full else 1
+
+
+def verification(assignment: str, summary) -> tuple[bool, str]:
+    """Whether the solution's grade (a StudentSummary) is full marks, and the line that says so. Only the
+    autograded points can be verified: answers graded by hand await the instructor in formgrader."""
+    full = summary.auto_score == summary.auto_max > 0 and not summary.flags
+    by_hand = summary.max_score - summary.auto_max
+    return full, (f"{assignment}: the solution scores {summary.auto_score:g} of {summary.auto_max:g}"
+                  + (" autograded points" if by_hand else "")
+                  + ("" if full else f"  <- NOT FULL MARKS {summary.flags}")
+                  + (f" ({by_hand:g} more points are graded by hand in formgrader: not verified here)" if by_hand else ""))
 
 
 def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | None, unsafe: bool, wall: float,
@@ -168,7 +184,7 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
     names = max(4, *(_columns(s.name) for s in summaries))
     print(f"\n{'student':<{width}}  {'name' + ' ' * (names - 4)}  score      seconds  notes")
     for s in summaries:
-        notes = "; ".join(s.flags) if s.flags else ""
+        notes = "; ".join(s.flags + ([f"awaiting manual grading: {', '.join(s.awaiting)}"] if s.awaiting else []))
         name = s.name + " " * (names - _columns(s.name))
         print(f"{s.student:<{width}}  {name}  {s.score:>4g}/{s.max_score:<4g}  {s.seconds:7.1f}  {notes}")
     flagged = [s for s in summaries if any(not f.startswith("unchanged since") for f in s.flags)]
@@ -176,6 +192,13 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
     print(f"\n{len(summaries)} student{'s' if len(summaries) != 1 else ''} graded, mean {mean:.2f}; {len(flagged)} with notes above "
           f"(flagged in formgrader). Gradebook: {course.root / 'gradebook.db'}; "
           f"report: {course.root / 'reports' / (assignment + '.csv')}")
+    awaiting = [s for s in summaries if s.awaiting]
+    if awaiting:
+        answers = sum(len(s.awaiting) for s in awaiting)
+        print(f"{answers} written answer{'s' if answers != 1 else ''} of {len(awaiting)} student{'s' if len(awaiting) != 1 else ''} "
+              f"await{'s' if answers == 1 else ''} manual grading (the scores above count only the points given so far): grade them in "
+              f"formgrader (`jupyter lab` in {course.root}, then Nbgrader > Formgrader > Manual Grading > {assignment}); "
+              "`feedback` and `export` wait for them")
     failed = [s.student for s in summaries if any(f.startswith("grader error") for f in s.flags)]
     if failed:
         print(f"the grader itself failed on {len(failed)} submission(s) ({', '.join(failed[:5])}): they have no grade; "
@@ -207,12 +230,12 @@ def feedback(course_dir: Path, assignment: str) -> int:
     return 0
 
 
-def export(course_dir: Path, destination: Path, fmt: str, assignment: str | None) -> int:
+def export(course_dir: Path, destination: Path, fmt: str, assignment: str | None, leave_out_ungraded: bool = False) -> int:
     from attention_course.grading.course import Course
 
     course = Course(course_dir)
     course.require(assignment)
-    path, skipped = course.export(destination, fmt, assignment)
+    path, skipped = course.export(destination, fmt, assignment, leave_out_ungraded=leave_out_ungraded)
     print(f"grades written to {path} ({fmt})")
     for line in skipped:
         print(f"  not in it: {line}")
@@ -247,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exercises", type=Path, default=None, help="also copy the student notebooks here")
     p.add_argument("--no-verify", action="store_true", help="skip grading the solutions")
     p.add_argument("--force", action="store_true", help="replace a source/<assignment>/ edited by hand")
+    p.add_argument("--assignment", default=None, help=f"only this assignment ({assignments}); default: all")
     p = commands.add_parser("grade", help="grade submissions into the gradebook",
                             description=f"Grade the submissions of one assignment ({assignments}).")
     p.add_argument("assignment", help=f"one of: {assignments}")
@@ -281,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--format", choices=Course.EXPORT_FORMATS, default="nbgrader",
                    help="moodle: the grading worksheet to upload; canvas: the gradebook import; nbgrader: its own CSV")
     p.add_argument("--assignment", default=None, help=f"only this assignment ({assignments}); Moodle needs one")
+    p.add_argument("--leave-out-ungraded", action="store_true",
+                   help="export the others when some students' written answers still await a manual grade in "
+                        "formgrader (by default the export refuses, naming them): those students are left out, and listed")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -297,14 +324,15 @@ def _run(args) -> int:
         if args.command == "check":
             return check(args.notebook, args.timeout)
         if args.command == "release":
-            return release(args.course, args.exercises, verify=not args.no_verify, force=args.force)
+            return release(args.course, args.exercises, verify=not args.no_verify, force=args.force,
+                           only=args.assignment)
         if args.command == "grade":
             return grade(args.course, args.assignment, args.zip, args.jobs, args.unsafe_no_sandbox, args.wall_seconds,
                          force=args.force, reseed=args.reseed, roster=args.roster, student=args.student,
                          cluster=args.cluster, cold=args.cold)
         if args.command == "feedback":
             return feedback(args.course, args.assignment)
-        return export(args.course, args.to, args.format, args.assignment)
+        return export(args.course, args.to, args.format, args.assignment, args.leave_out_ungraded)
     except (CourseError, ExportError) as error:
         raise UsageError(str(error)) from None
 

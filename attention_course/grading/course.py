@@ -35,7 +35,9 @@ from tqdm import tqdm
 from attention_course.grading import lms, sandbox
 from attention_course.grading.checks import checks_for
 from attention_course.grading.grade import NotebookResult, grade_notebook
-from attention_course.grading.nbgrader_bridge import COURSE_ID, record_in_gradebook, results_path
+from attention_course.grading.nbgrader_bridge import (
+    COURSE_ID, record_in_gradebook, results_path, written_answers, written_cells,
+)
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 class CourseError(Exception):
@@ -49,6 +51,9 @@ class GradingInterrupted(Exception):
     def __init__(self, graded: int, total: int, recorded: bool):
         super().__init__(f"interrupted: {graded} of {total} submissions graded")
         self.graded, self.total, self.recorded = graded, total, recorded
+
+
+AWAITING_FEEDBACK = "written answers await a manual grade in formgrader (feedback once they are graded)"
 
 
 @dataclass
@@ -65,10 +70,31 @@ class FeedbackReport:
 class StudentSummary:
     student: str
     name: str = ""
-    score: float = 0.0
-    max_score: float = 0.0
+    score: float = 0.0  # as the gradebook has it: the autograded points and the hand-graded points given so far
+    max_score: float = 0.0  # every point of the assignment, the hand-graded ones included
     flags: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    auto_score: float = 0.0  # the points of the tests the grader ran
+    auto_max: float = 0.0
+    awaiting: list[str] = field(default_factory=list)  # hand-graded answers with no grade yet (or to regrade)
+
+
+@dataclass
+class WrittenGrade:
+    """A hand-graded cell of one submission (a written answer, a free-form code answer, a task), as the
+    gradebook holds it: formgrader's manual score, and whether it awaits a (new) manual grade."""
+
+    notebook: str
+    grade_id: str
+    points: float
+    score: float  # nbgrader's: the manual score if given, else the auto score (0 for an unanswered cell), else 0
+    manual: float | None
+    awaiting: bool  # nbgrader's needs_manual_grade
+
+    def label(self) -> str:
+        if self.manual is None:
+            return f"{self.grade_id} ({self.points:g} points)"
+        return f"{self.grade_id} ({self.points:g} points; its grade of {self.manual:g} is marked for regrading)"
 
 
 class Course:
@@ -445,7 +471,23 @@ class Course:
             except MissingEntry:
                 return None
             return {grade.name: float(grade.auto_score or 0.0) for notebook in submission.notebooks
-                    for grade in notebook.grades if grade.cell_type == "code"}
+                    for grade in notebook.grades
+                    if grade.cell_type == "code" and grade.name not in _written_names(notebook.notebook)}
+
+    def written_grades(self, assignment: str, student: str) -> list[WrittenGrade]:
+        """The hand-graded cells of the student's recorded submission, as the gradebook holds them (formgrader's
+        scores and comments); empty if there is no recorded submission or nothing is graded by hand."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        path = self.root / "gradebook.db"
+        if not path.is_file():
+            return []
+        with Gradebook(f"sqlite:///{path}", COURSE_ID) as gradebook:
+            try:
+                submission = gradebook.find_submission(assignment, student)
+            except MissingEntry:
+                return []
+            return _written_of(submission)
 
     def _record(self, assignment: str, students: list[str], notebooks: list[str],
                 summaries: dict[str, "StudentSummary"], reused: set[str]) -> None:
@@ -462,11 +504,15 @@ class Course:
     def _record_each(self, assignment: str, students: list[str], notebooks: list[str],
                      summaries: dict[str, "StudentSummary"], reused: set[str]) -> None:
         intake, people = self.intake(assignment), self.people(assignment)
+        released = {nb: self.released(assignment, nb) for nb in notebooks}
+        written = {nb: written_cells(released[nb]) for nb in notebooks}
         for student in students:
             paths = [results_path(self.results_dir, assignment, student, nb) for nb in notebooks]
             results = [NotebookResult.load(p) for p in paths if p.is_file()]
             expected = {g: (c["points"] if c["passed"] else 0.0) for r in results for g, c in r.checks.items()}
             if student not in reused and results:
+                before = {(g.notebook, g.grade_id): g.awaiting for g in self.written_grades(assignment, student)
+                          if g.manual is not None} if any(written.values()) else {}
                 try:
                     if not any(r.readable for r in results):
                         self._record_missing(assignment, student)  # nbgrader itself cannot read these
@@ -481,14 +527,64 @@ class Course:
                     self._record_directly(assignment, student, expected)
                     if self._gradebook_scores(assignment, student) != expected:
                         summaries[student].flags.append("THE GRADEBOOK DOES NOT HOLD THIS GRADE: record it by hand")
+                if any(written.values()):
+                    self._settle_written(assignment, student, released, before, summaries[student])
             summary = summaries[student]
             summary.flags[:0] = self.flags_of(assignment, student, notebooks, intake)
-            summary.score, summary.max_score, summary.seconds = (sum(getattr(r, name) for r in results)
-                                                                for name in ("score", "max_score", "seconds"))
+            summary.auto_score, summary.auto_max, summary.seconds = (sum(getattr(r, name) for r in results)
+                                                                     for name in ("score", "max_score", "seconds"))
+            hand = self.written_grades(assignment, student) if results and any(written.values()) else []
+            summary.score = summary.auto_score + sum(g.score for g in hand)
+            summary.max_score = summary.auto_max + (sum(sum(w.values()) for w in written.values()) if results else 0.0)
+            summary.awaiting = [g.label() for g in hand if g.awaiting]
             if results:
                 self._update_gradebook_student(assignment, student, people.get(student), flagged=bool(summary.flags))
             if student in reused:
                 summary.flags.append("unchanged since its last grade (not graded again; --force to regrade)")
+
+    def _written_store(self, assignment: str, student: str) -> Path:
+        """{notebook: {grade id: digest}}: the hand-graded answers as they were when last recorded."""
+        return self.results_dir / assignment / student / ".written-answers.json"
+
+    def _settle_written(self, assignment: str, student: str, released: dict, before: dict[tuple[str, str], bool],
+                        summary: "StudentSummary") -> None:
+        """After a record: whether each hand-graded answer awaits a manual grade. One never graded by hand
+        awaits one if answered (nbgrader: no auto score), not if left as the release's stub (0, "No response.").
+        One graded by hand keeps its manual score and comment, and awaits no new grade while its answer is the
+        one graded (nbgrader's autograde would mark it for review on every run); an answer that changed since
+        (a resubmission), or whose grade was already marked for regrading, is marked for regrading.
+        ``before``: {(notebook, grade id): needs_manual_grade} of the cells with a manual score before the record."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        store = self._written_store(assignment, student)
+        try:
+            previous = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else {}
+        except ValueError:
+            previous = {}
+        folder = self.root / "submitted" / student / assignment
+        current = {nb: written_answers(folder / f"{nb}.ipynb", notebook) for nb, notebook in released.items()}
+        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+            try:
+                submission = gradebook.find_submission(assignment, student)
+            except MissingEntry:
+                return
+            for notebook in submission.notebooks:
+                names = _written_names(notebook.notebook)
+                for grade in notebook.grades:
+                    if grade.name not in names:
+                        continue
+                    if grade.manual_score is None:
+                        grade.needs_manual_grade = grade.auto_score is None
+                        continue
+                    key = (notebook.name, grade.name)
+                    changed = (previous.get(notebook.name) or {}).get(grade.name) != current[notebook.name].get(grade.name)
+                    grade.needs_manual_grade = bool(before.get(key, True) or changed)
+                    if changed and not before.get(key, True):
+                        summary.flags.append(f"{notebook.name}: written answer {grade.name} changed since it was graded "
+                                             f"by hand ({grade.manual_score:g} of {grade.max_score:g} points): regrade "
+                                             "it in formgrader")
+            gradebook.db.commit()
+        _write_json(store, current)
 
     def flags_of(self, assignment: str, student: str, notebooks: list[str], intake: dict | None = None) -> list[str]:
         """What the instructor should know of a student's submission: the intake's notes, then each notebook's."""
@@ -522,9 +618,15 @@ class Course:
     REPORT_FIELDS = ("student", "name", "lms", "lms_id", "late", "score", "max_score")
 
     def write_report(self, assignment: str) -> Path:
-        """``reports/<assignment>.csv``: every student with a grade, each test's points, the notes and the time."""
+        """``reports/<assignment>.csv``: every student with a grade, each test's points, the notes and the time.
+
+        An assignment with answers graded by hand also has a column for each (the points formgrader's manual
+        grade gave, "awaiting" while it has none, "regrade" when its answer changed since), the points of
+        those in the score, and ``awaiting_manual``: what still awaits a manual grade in formgrader."""
         notebooks = self.notebooks(assignment)
         intake, people = self.intake(assignment), self.people(assignment)
+        written = {grade_id: points for nb in notebooks for grade_id, points in written_cells(self.released(assignment, nb)).items()}
+        hand = self._all_written(assignment) if written else {}
         rows, tests = [], {}
         for student in self.students(assignment):
             paths = [results_path(self.results_dir, assignment, student, nb) for nb in notebooks]
@@ -537,19 +639,39 @@ class Course:
                 for grade_id, check in result.checks.items():
                     tests.setdefault(grade_id, check["points"])
                     points[grade_id] = f"{check['points'] if check['passed'] else 0:g}"
+            given = hand.get(student, [])
+            for grade in given:
+                points[grade.grade_id] = ("awaiting" if grade.manual is None else "regrade") if grade.awaiting else f"{grade.score:g}"
+            extra = {"awaiting_manual": "; ".join(g.label() for g in given if g.awaiting)} if written else {}
             rows.append({"student": student, "name": person.name if person else "", "lms": person.lms if person else "",
                          "lms_id": person.lms_id if person else "", "late": "yes" if person and person.late else "",
-                         "score": f"{sum(r.score for r in results):g}", "max_score": f"{sum(r.max_score for r in results):g}",
-                         **points, "notes": " | ".join(self.flags_of(assignment, student, notebooks, intake)),
+                         "score": f"{sum(r.score for r in results) + sum(g.score for g in given):g}",
+                         "max_score": f"{sum(r.max_score for r in results) + sum(written.values()):g}",
+                         **points, **extra, "notes": " | ".join(self.flags_of(assignment, student, notebooks, intake)),
                          "seconds": f"{sum(r.seconds for r in results):.1f}",
                          "cpu_seconds": f"{sum(r.cpu_seconds for r in results):.1f}"})
         out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=[*self.REPORT_FIELDS, *tests, "notes", "seconds", "cpu_seconds"])
+        writer = csv.DictWriter(out, fieldnames=[*self.REPORT_FIELDS, *tests, *written,
+                                                 *(["awaiting_manual"] if written else []), "notes", "seconds", "cpu_seconds"])
         writer.writeheader()
         writer.writerows(rows)
         path = self.root / "reports" / f"{assignment}.csv"
         _write_whole(path, out.getvalue(), encoding="utf-8-sig")  # (the BOM: spreadsheets then read UTF-8)
         return path
+
+    def _all_written(self, assignment: str) -> dict[str, list[WrittenGrade]]:
+        """{student: their hand-graded cells} of every recorded submission of ``assignment``."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        path = self.root / "gradebook.db"
+        if not path.is_file():
+            return {}
+        with Gradebook(f"sqlite:///{path}", COURSE_ID) as gradebook:
+            try:
+                submissions = gradebook.find_assignment(assignment).submissions
+            except MissingEntry:
+                return {}
+            return {submission.student.id: _written_of(submission) for submission in submissions}
 
     def _record_directly(self, assignment: str, student: str, points: dict[str, float]) -> None:
         """Write the grader's scores into the gradebook with nbgrader's own API."""
@@ -559,8 +681,9 @@ class Course:
             gradebook.update_or_create_student(student)
             submission = gradebook.update_or_create_submission(assignment, student)
             for notebook in submission.notebooks:
+                written = _written_names(notebook.notebook)
                 for grade in notebook.grades:
-                    if grade.cell_type == "code":
+                    if grade.cell_type == "code" and grade.name not in written:
                         grade.auto_score = points.get(grade.name, 0.0)
                         grade.needs_manual_grade = False
             gradebook.db.commit()
@@ -580,8 +703,10 @@ class Course:
 
     def feedback(self, assignment: str) -> "FeedbackReport":
         """Feedback for every graded student: nbgrader's page (no hidden tests in it, whoever graded the
-        notebooks; its math typeset into the page), or a page that says why the submission could not be graded; and
-        ``feedback/<assignment>-<platform>.zip`` laid out for each platform's feedback upload."""
+        notebooks; its math typeset into the page; the points and comments of the answers graded by hand in
+        formgrader), or a page that says why the submission could not be graded; and
+        ``feedback/<assignment>-<platform>.zip`` laid out for each platform's feedback upload. A student with an
+        answer that awaits a manual grade gets no page (nor a place in the zip) until it has one."""
         from attention_course.grading import feedback_pages
         from attention_course.grading.nbgrader_bridge import HideHiddenTests
         from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
@@ -606,6 +731,8 @@ class Course:
             if not result["success"]:
                 raise RuntimeError(f"nbgrader generate_feedback failed:\n{result['log']}")
         people, intake = self.people(assignment), self.intake(assignment)
+        awaiting = {student for student, grades in self._all_written(assignment).items() if any(g.awaiting for g in grades)
+                    } if any(written_cells(self.released(assignment, nb)) for nb in notebooks) else set()
         report = FeedbackReport(folder=self.root / "feedback")
         zips: dict[str, zipfile.ZipFile] = {}
         written: list[tuple[str, list[Path]]] = []
@@ -616,6 +743,11 @@ class Course:
                     continue
                 folder = self.root / "feedback" / student / assignment
                 pages = [folder / f"{nb}.html" for nb in notebooks]
+                if student in awaiting:  # a page now would show 0 for an answer nobody has graded yet: none, until it is
+                    for page in pages:
+                        page.unlink(missing_ok=True)
+                    report.skipped[AWAITING_FEEDBACK] += 1
+                    continue
                 results = [NotebookResult.load(results_path(self.results_dir, assignment, student, nb)) for nb in notebooks]
                 if any(r.readable and not p.is_file() for p, r in zip(pages, results)):
                     report.skipped["nbgrader wrote no page (it could not record the notebook; its score is in the report)"] += 1
@@ -666,7 +798,8 @@ class Course:
 
     def gradebook_grades(self) -> dict[str, list[lms.Grade]]:
         """{assignment: the gradebook's grade of every submission} for the assignments with submissions; the
-        gradebook's scores, so a score changed by hand in formgrader is the one exported."""
+        gradebook's scores, so a score changed by hand in formgrader (a written answer's above all) is the one
+        exported. Each grade lists the hand-graded answers that still await a manual grade."""
         from nbgrader.api import Gradebook
 
         path = self.root / "gradebook.db"
@@ -676,14 +809,22 @@ class Course:
         with Gradebook(f"sqlite:///{path}", COURSE_ID) as gradebook:
             for assignment in gradebook.assignments:
                 people = self.people(assignment.name)
+                by_hand = any(_written_names(notebook) for notebook in assignment.notebooks)
                 for submission in sorted(assignment.submissions, key=lambda s: s.student.id):
                     grades.setdefault(assignment.name, []).append(lms.Grade(
                         submission.student.id, _after_penalty(submission), float(assignment.max_score),
-                        people.get(submission.student.id)))
+                        people.get(submission.student.id),
+                        awaiting=tuple(g.grade_id for g in _written_of(submission) if g.awaiting) if by_hand else ()))
         return grades
 
-    def export(self, destination: Path, fmt: str = "nbgrader", assignment: str | None = None) -> tuple[Path, list[str]]:
-        """Write the grades for an LMS to import; returns the file and what was left out (one line each)."""
+    def export(self, destination: Path, fmt: str = "nbgrader", assignment: str | None = None,
+               leave_out_ungraded: bool = False) -> tuple[Path, list[str]]:
+        """Write the grades for an LMS to import; returns the file and what was left out (one line each).
+
+        A grade is never exported without its written answers: while any answer graded by hand awaits a
+        manual grade (never graded, or marked for regrading after a resubmission), the export is refused, naming
+        who and what; with ``leave_out_ungraded`` the others are exported and those students are left out (and
+        listed)."""
         if fmt not in self.EXPORT_FORMATS:
             raise CourseError(f"unknown format {fmt!r}: choose one of {', '.join(self.EXPORT_FORMATS)}")
         if destination.is_dir():
@@ -697,19 +838,31 @@ class Course:
             grades = {assignment: grades[assignment]}
         if not grades:
             raise CourseError(f"nothing graded yet in {self.root}: run `attention-course grade` first")
-        skipped: list[str] = []
+        ungraded = [(name, g) for name, assignment_grades in grades.items() for g in assignment_grades if g.awaiting]
+        if ungraded and not leave_out_ungraded:
+            named = [f"{g.student} ({name}: {', '.join(g.awaiting)})" for name, g in ungraded]
+            listed = ", ".join(named[:10]) + (f" and {len(named) - 10} more" if len(named) > 10 else "")
+            raise CourseError(f"not exported: {len(named)} grade{'s' if len(named) != 1 else ''} would lack written "
+                              f"answers that await a manual grade: {listed}. Grade them in formgrader (Manual "
+                              "Grading), then export again; or add --leave-out-ungraded to export the others without "
+                              "these students")
+        skipped: list[str] = [f"{g.student} ({name}: written answers await a manual grade: {', '.join(g.awaiting)})"
+                              for name, g in ungraded]
+        grades = {name: [g for g in assignment_grades if not g.awaiting] for name, assignment_grades in grades.items()}
         if fmt == "moodle":
             if len(grades) > 1:
                 raise CourseError("Moodle takes one grading worksheet per assignment: add --assignment, one of "
                                   + ", ".join(grades))
             [(name, assignment_grades)] = grades.items()
-            text, skipped = lms.moodle_worksheet(assignment_grades, self._roster_table(name))
+            text, left_out = lms.moodle_worksheet(assignment_grades, self._roster_table(name))
+            skipped += left_out
         elif fmt == "canvas":
             people: dict[str, lms.Student] = {}
             for name in grades:
                 people.update(self.people(name))
             tables = [t for t in (self._roster_table(name) for name in grades) if t and t[0] == "canvas"]
-            text, skipped = lms.canvas_gradebook(grades, people, tables[0] if tables else None)
+            text, left_out = lms.canvas_gradebook(grades, people, tables[0] if tables else None)
+            skipped += left_out
         else:
             text = self._nbgrader_csv(grades)
         _write_whole(destination, text)
@@ -728,8 +881,11 @@ class Course:
         with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", COURSE_ID) as gradebook:
             for name in grades:
                 assignment = gradebook.find_assignment(name)
+                included = {g.student for g in grades[name]}
                 for submission in sorted(assignment.submissions, key=lambda s: s.student.id):
                     student = submission.student
+                    if student.id not in included:
+                        continue
                     writer.writerow({"assignment": name, "duedate": assignment.duedate or "",
                                      "timestamp": submission.timestamp or "", "student_id": student.id,
                                      "last_name": student.last_name or "", "first_name": student.first_name or "",
@@ -737,6 +893,25 @@ class Course:
                                      "late_submission_penalty": float(submission.late_submission_penalty or 0),
                                      "score": _after_penalty(submission), "max_score": float(assignment.max_score)})
         return out.getvalue()
+
+
+def _written_names(notebook) -> set[str]:
+    """The hand-graded cells of a gradebook notebook (``nbgrader.api.Notebook``): graded answer cells and tasks."""
+    answers = {cell.name for cell in notebook.solution_cells}
+    return {cell.name for cell in notebook.grade_cells if cell.name in answers} | {cell.name for cell in notebook.task_cells}
+
+
+def _written_of(submission) -> list[WrittenGrade]:
+    """The hand-graded cells of a gradebook submission (``nbgrader.api.SubmittedAssignment``)."""
+    found = []
+    for notebook in sorted(submission.notebooks, key=lambda n: n.name):
+        names = _written_names(notebook.notebook)
+        for grade in sorted(notebook.grades, key=lambda g: g.name):
+            if grade.name in names:
+                found.append(WrittenGrade(notebook.name, grade.name, float(grade.max_score or 0), float(grade.score or 0),
+                                          None if grade.manual_score is None else float(grade.manual_score),
+                                          bool(grade.needs_manual_grade)))
+    return found
 
 
 def assignments_in(solutions: Path) -> list[str]:

@@ -416,6 +416,7 @@ class Grade:
     score: float
     max_score: float
     person: Student | None = None
+    awaiting: tuple[str, ...] = ()  # answers graded by hand that have no (current) manual grade yet
 
 
 def _scaled(score: float, max_score: float, target: float | None) -> float:

@@ -12,6 +12,8 @@ and ``export`` work as instructors know them.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from pathlib import Path
 
 import nbformat
@@ -35,6 +37,57 @@ COURSE_ID = "attention-course"
 
 def results_path(results_dir: Path, assignment: str, student: str, notebook: str) -> Path:
     return results_dir / assignment / student / f"{notebook}.json"
+
+
+# -- answers graded by hand ----------------------------------------------------------------------------
+#
+# nbgrader grades an answer cell with points (``grade: true, solution: true``, a written answer in a markdown
+# cell or a free-form code answer) and a task cell (``task: true``) by hand: autograde gives it no score
+# (auto_score None, needs_manual_grade True) unless the answer is the release's stub, which scores 0 ("No
+# response."); formgrader's manual_score then takes precedence over the auto score, and saving it clears
+# needs_manual_grade. A re-autograde keeps manual_score but marks every cell that has one for review.
+
+
+def written_cells(notebook) -> dict[str, float]:
+    """{grade id: points} of the cells of a released ``notebook`` that an instructor grades by hand."""
+    found = {}
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader") or {}
+        if meta.get("grade_id") and ((meta.get("grade") and meta.get("solution")) or meta.get("task")):
+            found[meta["grade_id"]] = float(meta.get("points", 0) or 0)
+    return found
+
+
+def written_answers(path: Path, released) -> dict[str, str]:
+    """{grade id: digest} of the answers that the submitted notebook at ``path`` gives to the hand-graded cells
+    of ``released``, read as nbgrader reads them (the first cell of that grade id; the release's stub when
+    there is none, or it is of another type). A task is answered by the notebook as a whole: its digest is of
+    every cell. Empty for a file that is not a readable notebook. Plain JSON: nothing of the submission runs."""
+    wanted = {c.metadata["nbgrader"]["grade_id"]: c for c in released.cells
+              if (c.metadata.get("nbgrader") or {}).get("grade_id") in written_cells(released)}
+    if not wanted:
+        return {}
+    try:
+        cells = json.loads(path.read_bytes().decode("utf-8"))["cells"] if path.is_file() and not path.is_symlink() else None
+        if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+            return {}
+        sources = [(c.get("cell_type"), ((c.get("metadata") or {}).get("nbgrader") or {}).get("grade_id"),
+                    "".join(c.get("source")) if isinstance(c.get("source"), list) else str(c.get("source", "")))
+                   for c in cells]
+    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
+        return {}
+
+    def digest(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    answers = {}
+    for grade_id, cell in wanted.items():
+        if (cell.metadata.get("nbgrader") or {}).get("task"):
+            answers[grade_id] = digest(json.dumps(sources, ensure_ascii=False))
+            continue
+        first = next(((kind, source) for kind, gid, source in sources if gid == grade_id), None)
+        answers[grade_id] = digest(first[1] if first is not None and first[0] == cell.cell_type else cell.source)
+    return answers
 
 
 class DropDuplicateGradeIds(NbGraderPreprocessor):
@@ -110,10 +163,11 @@ class ApplyVerdicts(NbGraderPreprocessor):
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue
-            grade_id = (cell.metadata.get("nbgrader") or {}).get("grade_id")
+            meta = cell.metadata.get("nbgrader") or {}
+            grade_id = meta.get("grade_id")
             if result is not None and grade_id in result.checks:
                 cell.outputs = self._verdict_outputs(result.checks[grade_id])
-            elif (cell.metadata.get("nbgrader") or {}).get("grade"):
+            elif meta.get("grade") and not meta.get("solution"):  # (a code answer graded by hand keeps its run)
                 cell.outputs = [new_output("error", ename="NotGraded", evalue="no result for this notebook",
                                            traceback=["NotGraded: the grader has no result for this notebook"])]
             else:
