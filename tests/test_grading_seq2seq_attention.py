@@ -71,6 +71,33 @@ CORRECT = {
         "        h = self.cell(torch.cat((emb, c), 1), previous_hidden)\n"
         "        return self.output(torch.cat((h, c, emb), 1)), h, a"
     ),
+    # Part B (Luong's decoder) in another style: bmm for the score, a decoder step in three lines.
+    "GeneralAttention": (
+        "class GeneralAttention(nn.Module):\n"
+        "    def __init__(self, query_dim, key_dim):\n"
+        "        super().__init__()\n"
+        "        self.W_a = nn.Linear(key_dim, query_dim, bias=False)\n"
+        "\n"
+        "    def forward(self, query, keys, lengths):\n"
+        "        e = torch.bmm(self.W_a(keys), query.unsqueeze(2)).squeeze(2)\n"
+        "        a = masked_softmax(e, lengths)\n"
+        "        return torch.bmm(a.unsqueeze(1), keys).squeeze(1), a"
+    ),
+    "LuongDecoder": (
+        "class LuongDecoder(nn.Module):\n"
+        "    def __init__(self, vocab_size, embed_dim, hidden_dim, context_dim):\n"
+        "        super().__init__()\n"
+        "        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)\n"
+        "        self.cell = nn.GRUCell(embed_dim, hidden_dim)\n"
+        "        self.attention = GeneralAttention(hidden_dim, context_dim)\n"
+        "        self.W_c = nn.Linear(context_dim + hidden_dim, hidden_dim, bias=False)\n"
+        "        self.output = nn.Linear(hidden_dim, vocab_size)\n"
+        "\n"
+        "    def forward(self, previous_tokens, previous_hidden, encoder_states, source_lengths):\n"
+        "        h = self.cell(self.embedding(previous_tokens), previous_hidden)\n"
+        "        c, a = self.attention(h, encoder_states, source_lengths)\n"
+        "        return self.output(torch.tanh(self.W_c(torch.cat((c, h), 1)))), h, a"
+    ),
     "train": (
         "torch.manual_seed(0)\n"
         "model = Seq2Seq(Encoder(len(source_words), 32, 64), AttentionDecoder(len(target_words), 32, 64, 64, 64))\n"
@@ -110,7 +137,26 @@ def _decoder_with(forward_body: str) -> str:
     return head + "    def forward(self, previous_tokens, previous_hidden, encoder_states, source_lengths):\n" + forward_body
 
 
-FULL = {"test-masked-softmax": 2, "test-additive-attention": 3, "test-decoder-step": 4, "test-translate": 6}
+def _luong_with(forward_body: str) -> str:
+    """The correct LuongDecoder with another forward."""
+    head = CORRECT["LuongDecoder"].split("    def forward")[0]
+    return head + "    def forward(self, previous_tokens, previous_hidden, encoder_states, source_lengths):\n" + forward_body
+
+
+FULL = {"test-masked-softmax": 1, "test-additive-attention": 2, "test-decoder-step": 2, "test-translate": 4,
+        "test-general-attention": 4, "test-luong-step": 6}
+NEW_WORK = {"test-general-attention", "test-luong-step"}
+
+# Luong's decoder attending before its step, as chapter 6's does: the query is H_{i-1}.
+LUONG_ATTENDS_BEFORE_THE_STEP = _luong_with(
+    "        c, a = self.attention(previous_hidden, encoder_states, source_lengths)\n"
+    "        h = self.cell(self.embedding(previous_tokens), previous_hidden)\n"
+    "        return self.output(torch.tanh(self.W_c(torch.cat((c, h), 1)))), h, a")
+# W_a on the wrong side: h_j^T (W_a q) = q^T W_a^T h_j. It runs when the query and key sizes are equal (as in a
+# decoder with H = C) and gives other scores unless W_a is symmetric.
+GENERAL_SCORE_TRANSPOSED = CORRECT["GeneralAttention"].replace(
+    "e = torch.bmm(self.W_a(keys), query.unsqueeze(2)).squeeze(2)",
+    "e = torch.bmm(keys, self.W_a(query).unsqueeze(2)).squeeze(2)")
 
 # student -> (solution cells, expected points per test cell, expected flag fragments)
 SAMPLES = {
@@ -149,6 +195,11 @@ SAMPLES = {
             "    e = torch.exp(scores - scores.amax(dim=1, keepdim=True))\n"
             "    return e / e.sum(dim=1, keepdim=True)")),
         {**FULL, "test-masked-softmax": 0}, []),
+    # Part B: each of its bugs costs its own test's points and nothing else (the trained model is part A's).
+    "luong-attends-before-the-step": (
+        answers(LuongDecoder=LUONG_ATTENDS_BEFORE_THE_STEP), {**FULL, "test-luong-step": 0}, []),
+    "general-score-transposed": (
+        answers(GeneralAttention=GENERAL_SCORE_TRANSPOSED), {**FULL, "test-general-attention": 0}, []),
     # Trains for one second only: every function is right, the translations are not.
     "barely-trained": (
         answers(train=CORRECT["train"].replace("train(model)", "train(model, max_steps=25)")),
@@ -221,8 +272,30 @@ def test_a_wrong_query_fails_the_step_and_nothing_else(one_torch_thread):
     wrong = SAMPLES["query-is-new-state"][0]["AttentionDecoder"]
     namespace = in_process.run_notebook(ASSIGNMENT, {"AttentionDecoder": wrong, "train": "", "translate": ""})
     verdicts = in_process.judge(ASSIGNMENT, namespace, seed=11, grade_ids={"test-additive-attention", "test-decoder-step"})
-    assert in_process.points(verdicts) == {"test-additive-attention": 3, "test-decoder-step": 0}
+    assert in_process.points(verdicts) == {"test-additive-attention": 2, "test-decoder-step": 0}
     assert "wrong values" in verdicts["test-decoder-step"].message()
+
+
+def test_luongs_bugs_each_fail_their_own_check_and_nothing_else(one_torch_thread):
+    # No training: the five parts built with the grader's weights, judged for two seeds.
+    sealed = set(FULL) - {"test-translate"}
+    for cell, source, lost in (("LuongDecoder", LUONG_ATTENDS_BEFORE_THE_STEP, "test-luong-step"),
+                               ("GeneralAttention", GENERAL_SCORE_TRANSPOSED, "test-general-attention")):
+        namespace = in_process.run_notebook(ASSIGNMENT, {cell: source, "train": "", "translate": ""})
+        for seed in (11, 12):
+            verdicts = in_process.judge(ASSIGNMENT, namespace, seed=seed, grade_ids=sealed)
+            assert in_process.points(verdicts) == {g: (0 if g == lost else FULL[g]) for g in sealed}, (cell, seed)
+            assert "wrong values" in verdicts[lost].message() or "raised" in verdicts[lost].message()
+
+
+def test_a_bug_in_general_attention_is_not_charged_again_in_the_luong_step(one_torch_thread):
+    # The step's attention is a stand-in that answers the right query: a GeneralAttention that returns nonsense
+    # costs section 6's points only, as long as the step asks the right question.
+    nonsense = CORRECT["GeneralAttention"].replace("return torch.bmm(a.unsqueeze(1), keys).squeeze(1), a",
+                                                   "return keys.sum(1) * 0, a * 0")
+    namespace = in_process.run_notebook(ASSIGNMENT, {"GeneralAttention": nonsense, "train": "", "translate": ""})
+    verdicts = in_process.judge(ASSIGNMENT, namespace, seed=11, grade_ids=NEW_WORK)
+    assert in_process.points(verdicts) == {"test-general-attention": 0, "test-luong-step": 6}
 
 
 def test_the_released_exercise_ships_the_same_corpus_file():

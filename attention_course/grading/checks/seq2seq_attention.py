@@ -1,6 +1,6 @@
-"""Checks of the assignment ``seq2seq-attention`` (chapters 5–6): an attention decoder, trained.
+"""Checks of the assignment ``seq2seq-attention`` (chapters 5–6): an attention decoder, trained, and Luong's.
 
-Four test cells, each judging one part:
+Six test cells, each judging one part. The first four are the warm-up: what chapter 6 prints, re-built.
 
 - ``masked_softmax(scores (B, S), lengths (B,))``, called directly;
 - ``AdditiveAttention``, built with given weights and called: a call of ``masked_softmax`` with the
@@ -21,9 +21,24 @@ Four test cells, each judging one part:
   (``standin.Translator``, random weights), its output must be exactly that model's greedy decoding.
   So translations from anywhere but the student's own model earn nothing.
 
+The last two are new work, the decoder of Luong, Pham and Manning (2015) that the book only names
+(``new=True``: no line of their solutions is printed in the book, and their references live here, in no
+module a chapter includes):
+
+- ``GeneralAttention``, Luong's "general" score e_j = qᵀ W_a h_j, built with given weights and called,
+  with the same stand-in for ``masked_softmax`` as ``AdditiveAttention``;
+- one step of ``LuongDecoder``, built with given weights: the GRU step first (H_i from y_{i-1} and
+  H_{i-1}), then attention with the *new* state H_i as the query, then the attentional state
+  tanh(W_c [C_i; H_i]) that the output layer reads. Its ``attention`` is replaced by a stand-in that answers
+  a call with H_i (to rounding), the encoder states and the lengths with the correct context and weights;
+  any other query (H_{i-1}, say) goes to the student's own ``GeneralAttention`` and the step comes out
+  wrong. So a bug in ``GeneralAttention`` or ``masked_softmax`` costs only their own points, and a
+  decoder that attends before its step fails this test and nothing else.
+
 The references are the course's own: ``attention.AdditiveScore``, ``attention.masked_softmax`` and
 ``seq2seq.AttentionDecoder.step`` (the notebook's decoder has the same layers, its ``attention`` being the
-reference's ``score``), the grammar of ``corpus`` for the translations, and ``standin.greedy``.
+reference's ``score``), the grammar of ``corpus`` for the translations, ``standin.greedy``, and for Luong's
+parts :func:`_general` and :func:`_luong_step_reference` below.
 """
 
 from __future__ import annotations
@@ -87,6 +102,39 @@ def _step_reference(case: Case):
     assert not unexpected and all(key.startswith("init_state.") for key in missing), (missing, unexpected)
     encoded = EncoderOutput(encoder_states, encoder_states[:, 0], source_lengths)  # ``final`` is not used by a step
     return decoder.step(previous_tokens, previous_hidden, encoded)
+
+
+def _general(query, keys, lengths, W_a) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(scores (B, S), weights (B, S), context (B, key_dim)) of Luong's general score qᵀ W_a h_j, W_a (query_dim, key_dim)."""
+    with torch.no_grad():
+        scores = torch.einsum("bq,qk,bsk->bs", query, W_a, keys)
+    weights = _masked_softmax(scores, lengths)
+    context = torch.bmm(weights.unsqueeze(1), keys).squeeze(1)
+    return scores, weights, context
+
+
+def _general_reference(case: Case):
+    query, keys, lengths = case.args
+    _, weights, context = _general(query, keys, lengths, case.state["W_a.weight"])
+    return context, weights
+
+
+def _luong_hidden(previous_tokens, previous_hidden, state: dict) -> torch.Tensor:
+    """H_i = GRUCell(embedding(y_{i-1}), H_{i-1}) with the case's weights."""
+    with torch.no_grad():  # what nn.GRUCell's forward calls, without building a module (no draw from the global RNG)
+        return torch.gru_cell(state["embedding.weight"][previous_tokens], previous_hidden, state["cell.weight_ih"],
+                              state["cell.weight_hh"], state["cell.bias_ih"], state["cell.bias_hh"])
+
+
+def _luong_step_reference(case: Case):
+    """(logits (B, V), H_i (B, H), weights (B, S)) of one step of Luong's decoder (without input feeding)."""
+    previous_tokens, previous_hidden, encoder_states, source_lengths = case.args
+    state = case.state
+    hidden = _luong_hidden(previous_tokens, previous_hidden, state)
+    _, weights, context = _general(hidden, encoder_states, source_lengths, state["attention.W_a.weight"])
+    attentional = torch.tanh(torch.cat([context, hidden], dim=-1) @ state["W_c.weight"].T)
+    logits = attentional @ state["output.weight"].T + state["output.bias"]
+    return logits, hidden, weights
 
 
 @dataclass(frozen=True)
@@ -278,6 +326,81 @@ def decoder_step_cases(g: torch.Generator) -> list[Case]:
     return cases
 
 
+def _general_case(label: str, query, keys, lengths, W_a, hidden: bool = True) -> Case:
+    scores, weights, _ = _general(query, keys, lengths, W_a)
+    stand_in = StandIn("global", "masked_softmax", ("scores", "lengths"), (),
+                       (("close", scores, 1e-4, 1e-5), ("equal", lengths)), weights)
+    return Case("test-general-attention", label, "GeneralAttention", (query, keys, lengths),
+                construct={"query_dim": W_a.shape[0], "key_dim": W_a.shape[1]}, state={"W_a.weight": W_a},
+                stand_ins=(stand_in,), hidden=hidden)
+
+
+def general_attention_cases(g: torch.Generator) -> list[Case]:
+    cases = [
+        _general_case("the notebook's example: queries (1, 2) and (0, 0), keys (1, 0), (0, 1), (1, 1) and padding "
+                      "(5, 5), lengths 3 and 2, W_a = [[1, 0], [0.5, 0.5]]",
+                      torch.tensor([[1.0, 2.0], [0.0, 0.0]]),
+                      torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [5.0, 5.0]]]).repeat(2, 1, 1),
+                      torch.tensor([3, 2]), torch.tensor([[1.0, 0.0], [0.5, 0.5]]), hidden=False),
+    ]
+    # Query and key sizes differ in most cases, so that W_a applied on the wrong side cannot go unnoticed.
+    for dtype in (torch.float32, torch.float64, torch.float32, torch.float64, torch.float64):
+        batch, size = integer(g, 1, 4), integer(g, 1, 7)
+        query_dim, key_dim = integer(g, 1, 6), integer(g, 1, 6)
+        lengths = _lengths(g, batch, size)
+        query = normal(g, batch, query_dim, dtype=dtype)
+        keys = _with_garbage(g, normal(g, batch, size, key_dim, dtype=dtype), lengths)
+        W_a = normal(g, query_dim, key_dim, dtype=dtype, scale=0.7)
+        label = (f"{describe(query, 'query')}, {describe(keys, 'keys')} with garbage beyond lengths {lengths.tolist()}, "
+                 f"W_a of shape {tuple(W_a.shape)}")
+        cases.append(_general_case(label, query, keys, lengths, W_a))
+    return cases
+
+
+LUONG_WEIGHT_NAMES = ("embedding.weight", "cell.weight_ih", "cell.weight_hh", "cell.bias_ih", "cell.bias_hh",
+                      "attention.W_a.weight", "W_c.weight", "output.weight", "output.bias")
+
+
+def _luong_case(g: torch.Generator, dtype, label: str, hidden: bool = True, sizes: tuple[int, ...] | None = None) -> Case:
+    vocab_size, embed_dim, hidden_dim, context_dim = sizes or (
+        integer(g, 4, 12), integer(g, 1, 6), integer(g, 1, 6), integer(g, 1, 6))
+    batch, size = integer(g, 1, 4), integer(g, 1, 7)
+    shapes = {
+        "embedding.weight": (vocab_size, embed_dim),
+        "cell.weight_ih": (3 * hidden_dim, embed_dim),
+        "cell.weight_hh": (3 * hidden_dim, hidden_dim),
+        "cell.bias_ih": (3 * hidden_dim,),
+        "cell.bias_hh": (3 * hidden_dim,),
+        "attention.W_a.weight": (hidden_dim, context_dim),
+        "W_c.weight": (hidden_dim, context_dim + hidden_dim),
+        "output.weight": (vocab_size, hidden_dim),
+        "output.bias": (vocab_size,),
+    }
+    weights = {name: normal(g, *shapes[name], dtype=dtype, scale=0.7) for name in LUONG_WEIGHT_NAMES}
+    previous_tokens = torch.randint(0, vocab_size, (batch,), generator=g)
+    previous_hidden = normal(g, batch, hidden_dim, dtype=dtype)
+    lengths = _lengths(g, batch, size)
+    states = _with_garbage(g, normal(g, batch, size, context_dim, dtype=dtype), lengths)
+    new_hidden = _luong_hidden(previous_tokens, previous_hidden, weights)
+    _, correct_weights, correct_context = _general(new_hidden, states, lengths, weights["attention.W_a.weight"])
+    label = (f"{label}: {str(dtype).removeprefix('torch.')}, B={batch}, S={size}, lengths {lengths.tolist()}, "
+             f"vocab_size={vocab_size}, embed_dim={embed_dim}, hidden_dim={hidden_dim}, context_dim={context_dim}")
+    # The query must be H_i, which the student's own GRU cell computes: equal to rounding, not bit for bit.
+    stand_in = StandIn("attribute", "attention", ("query", "keys", "lengths"), (),
+                       (("close", new_hidden, 1e-4, 1e-5), ("equal", states), ("equal", lengths)),
+                       (correct_context, correct_weights))
+    construct = {"vocab_size": vocab_size, "embed_dim": embed_dim, "hidden_dim": hidden_dim, "context_dim": context_dim}
+    return Case("test-luong-step", label, "LuongDecoder", (previous_tokens, previous_hidden, states, lengths),
+                construct=construct, state=weights, stand_ins=(stand_in,), hidden=hidden)
+
+
+def luong_step_cases(g: torch.Generator) -> list[Case]:
+    cases = [_luong_case(g, torch.float32, "one step with the notebook's sizes", hidden=False, sizes=(7, 3, 4, 5))]
+    for dtype in (torch.float32, torch.float64, torch.float32, torch.float64):
+        cases.append(_luong_case(g, dtype, "one step with random sizes and weights"))
+    return cases
+
+
 def _known_sources() -> set[str]:
     corpus = seq2seq_corpus()
     return {pair.source_text for pair in corpus.train_pairs + corpus.held_out_pairs}
@@ -333,15 +456,22 @@ def translate_cases(g: torch.Generator) -> list[Case]:
 
 
 CHECKS = [
-    Check("test-masked-softmax", 2, "masked_softmax gives a softmax over each sentence's real positions and "
+    Check("test-masked-softmax", 1, "masked_softmax gives a softmax over each sentence's real positions and "
           "exactly 0 beyond its length", masked_softmax_cases, _masked_softmax_reference),
-    Check("test-additive-attention", 3, "AdditiveAttention scores w_v^T tanh(W_q q + W_k h_j), masks beyond each "
+    Check("test-additive-attention", 2, "AdditiveAttention scores w_v^T tanh(W_q q + W_k h_j), masks beyond each "
           "length, and returns the weighted sum of the keys with the weights", additive_attention_cases,
           _additive_reference),
-    Check("test-decoder-step", 4, "one decoder step attends with H_{i-1} (the previous hidden state), feeds "
+    Check("test-decoder-step", 2, "one decoder step attends with H_{i-1} (the previous hidden state), feeds "
           "[embedding; C_i] to the GRU cell and reads the logits from [H_i; C_i; embedding]",
           decoder_step_cases, _step_reference),
-    Check("test-translate", 6, f"translate decodes the model it is given greedily, and with your trained model gets "
+    Check("test-translate", 4, f"translate decodes the model it is given greedily, and with your trained model gets "
           f"at least {ACCURACY_THRESHOLD:.0%} of sentences exactly right", translate_cases, _translation_reference,
           compare=_translation_verdict, phase="open"),
+    # New work (Luong et al. 2015): the book names this decoder but prints none of it.
+    Check("test-general-attention", 4, "GeneralAttention scores q^T W_a h_j (Luong's general score), masks beyond "
+          "each length, and returns the weighted sum of the keys with the weights", general_attention_cases,
+          _general_reference, new=True, solution_cells=("GeneralAttention",)),
+    Check("test-luong-step", 6, "one step of LuongDecoder runs the GRU cell on the embedding first, attends with the "
+          "new state H_i, and reads the logits from the attentional state tanh(W_c [C_i; H_i])",
+          luong_step_cases, _luong_step_reference, new=True, solution_cells=("LuongDecoder",)),
 ]
