@@ -41,7 +41,20 @@ CORRECT = {
         "    w = torch.zeros_like(scores).scatter(-1, scores.argmax(-1, keepdim=True), 1.0)\n"
         "    return (w.unsqueeze(-1) * values).sum(-2), w"
     ),
+    # The new work, built on the warm-ups (the stand-ins give them correct values and gradients).
+    "sample_hard_attention": (
+        "def sample_hard_attention(scores, values, uniform):\n"
+        "    return hard_attention(scores - (-uniform.log()).log(), values)"
+    ),
+    "straight_through_attention": (
+        "def straight_through_attention(scores, values, temperature=1.0):\n"
+        "    _, soft = soft_attention(scores, values, temperature)\n"
+        "    w = hard_attention(scores, values)[1] - soft.detach() + soft\n"
+        "    return torch.einsum('...k,...kd->...d', w, values), w"
+    ),
 }
+FULL = {"test-softmax": 2, "test-soft-attention": 1, "test-hard-attention": 2, "test-sample-hard-attention": 2,
+        "test-straight-through": 3}
 
 
 def answers(**changes: str) -> dict[str, str]:
@@ -49,50 +62,71 @@ def answers(**changes: str) -> dict[str, str]:
 
 
 # student -> (solution cells, other changes, expected points per test cell, expected flag fragments)
+def points(*lost: str) -> dict[str, float]:
+    return {grade_id: 0 if grade_id in lost else full for grade_id, full in FULL.items()}
+
+
 SAMPLES = {
-    "correct-other-style": (answers(), {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 3}, []),
+    "correct-other-style": (answers(), {}, points(), []),
+    # soft_attention's bug costs its point only: straight_through_attention calls it, and gets a stand-in
+    # with the correct weights and the correct gradient.
     "softmax-wrong-axis": (
         answers(soft_attention="def soft_attention(scores, values, temperature=1.0):\n"
                                "    w = softmax(scores / temperature, dim=0)\n"
                                "    return (w.unsqueeze(-1) * values).sum(-2), w"),
-        {}, {"test-softmax": 4, "test-soft-attention": 0, "test-hard-attention": 3}, []),
+        {}, points("test-soft-attention"), []),
     "no-max-subtraction": (
         answers(softmax="def softmax(scores, dim=-1):\n    e = scores.exp()\n    return e / e.sum(dim=dim, keepdim=True)"),
-        {}, {"test-softmax": 0, "test-soft-attention": 3, "test-hard-attention": 3}, []),
+        {}, points("test-softmax"), []),
     "modifies-input": (
         answers(soft_attention="def soft_attention(scores, values, temperature=1.0):\n"
                                "    scores /= temperature\n"
                                "    w = softmax(scores)\n"
                                "    return (w.unsqueeze(-1) * values).sum(-2), w"),
-        {}, {"test-softmax": 4, "test-soft-attention": 0, "test-hard-attention": 3}, []),
+        {}, points("test-soft-attention"), []),
+    # hard_attention's bug costs its points only, not those of the two functions built on it.
     "last-index-on-ties": (
         answers(hard_attention="def hard_attention(scores, values):\n"
                                "    k = scores.shape[-1] - 1 - scores.flip(-1).argmax(-1, keepdim=True)\n"
                                "    w = torch.zeros_like(scores).scatter(-1, k, 1.0)\n"
                                "    return (w.unsqueeze(-1) * values).sum(-2), w"),
-        {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 0}, []),
+        {}, points("test-hard-attention"), []),
     # The shortcut costs softmax's points only: soft_attention gets the correct weights from a stand-in.
     "uses-torch-softmax": (
         answers(softmax="def softmax(scores, dim=-1):\n    return torch.softmax(scores, dim)"),
-        {}, {"test-softmax": 0, "test-soft-attention": 3, "test-hard-attention": 3},
+        {}, points("test-softmax"),
         ["forbidden shortcuts: softmax uses softmax (torch.softmax, F.softmax"]),
+    "gumbel-wrong-sign": (
+        answers(sample_hard_attention="def sample_hard_attention(scores, values, uniform):\n"
+                                      "    return hard_attention(scores + (-uniform.log()).log(), values)"),
+        {}, points("test-sample-hard-attention"), []),
+    # Only the chosen value may get a gradient: the output must come from the straight-through weights.
+    "straight-through-soft-output": (
+        answers(straight_through_attention="def straight_through_attention(scores, values, temperature=1.0):\n"
+                                           "    soft_out, soft = soft_attention(scores, values, temperature)\n"
+                                           "    hard_out, hard = hard_attention(scores, values)\n"
+                                           "    return hard_out + soft_out - soft_out.detach(), hard + soft - soft.detach()"),
+        {}, points("test-straight-through"), []),
+    "straight-through-uses-torch-softmax": (
+        answers(straight_through_attention="def straight_through_attention(scores, values, temperature=1.0):\n"
+                                           "    soft = torch.softmax(scores / temperature, dim=-1)\n"
+                                           "    w = hard_attention(scores, values)[1] + soft - soft.detach()\n"
+                                           "    return (w.unsqueeze(-1) * values).sum(-2), w"),
+        {}, points("test-straight-through"), ["forbidden shortcuts: straight_through_attention uses softmax"]),
     "infinite-loop": (
         answers(hard_attention="def hard_attention(scores, values):\n    while True:\n        pass"),
-        {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 0}, ["timed out in hard_attention"]),
+        {}, points("test-hard-attention"), ["timed out in hard_attention"]),
     "harmless-warning": (
         answers(softmax="import warnings\nwarnings.warn('a harmless UserWarning', UserWarning)\n" + CORRECT["softmax"]),
-        {}, {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 3}, []),
-    "deleted-test-cell": (answers(), {"delete": {"test-soft-attention"}},
-                          {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 3},
+        {}, points(), []),
+    "deleted-test-cell": (answers(), {"delete": {"test-soft-attention"}}, points(),
                           ["test cell test-soft-attention: deleted"]),
-    "edited-test-cell": (answers(), {"edits": {"test-softmax": "print('all tests passed')"}},
-                         {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 3},
+    "edited-test-cell": (answers(), {"edits": {"test-softmax": "print('all tests passed')"}}, points(),
                          ["test cell test-softmax: edited"]),
     "edited-test-cell-wrong-code": (
         answers(softmax="def softmax(scores, dim=-1):\n    return scores"),
-        {"edits": {"test-softmax": "pass"}},
-        {"test-softmax": 0, "test-soft-attention": 3, "test-hard-attention": 3}, ["test cell test-softmax: edited"]),
-    "unanswered": ({}, {}, {"test-softmax": 0, "test-soft-attention": 0, "test-hard-attention": 0}, []),
+        {"edits": {"test-softmax": "pass"}}, points("test-softmax"), ["test cell test-softmax: edited"]),
+    "unanswered": ({}, {}, points(*FULL), []),
 }
 BROKEN_FILES = {"empty-file": b"", "not-a-notebook": b"{this is not json", "missing-notebook": None}
 
@@ -188,3 +222,63 @@ def test_every_readable_submission_is_recorded_in_the_gradebook(graded):
         for student in ("duplicated-grade-id", "stripped-grade-id"):
             assert gradebook.find_submission(ASSIGNMENT, student).score == 10
     assert not any("nbgrader could not record" in f for s in summaries.values() for f in s.flags)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient cases, in this process with the runner's own run_case (cheap: no sandbox, no nbgrader).
+
+LOOPING_BACKWARD = '''
+class Forever(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, scores):
+        return torch.zeros_like(scores).scatter(-1, scores.argmax(-1, keepdim=True), 1.0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        while True:
+            pass
+
+
+def straight_through_attention(scores, values, temperature=1.0):
+    w = Forever.apply(scores)
+    return (w.unsqueeze(-1) * values).sum(-2), w
+'''
+
+
+def _run_straight_through_case(answer: str, case_cpu_s: float = 30.0) -> tuple:
+    import marshal
+
+    import torch
+
+    import in_process
+    from attention_course.grading import runner
+    from attention_course.grading.cases import encode_case
+    from attention_course.grading.checks import checks_for
+    from attention_course.grading.verdicts import Outcome, judge_case
+
+    namespace = in_process.run_notebook(ASSIGNMENT, {"straight_through_attention": answer})
+    check = checks_for(ASSIGNMENT)["test-straight-through"]
+    case = check.make_cases(torch.Generator().manual_seed(0))[0]
+    threads = torch.get_num_threads()
+    try:
+        raw = runner.run_case(marshal.loads(encode_case("case0", case)), namespace, None, [], case_cpu_s,
+                              runner._snapshot())
+    finally:
+        torch.set_num_threads(threads)
+    return raw, judge_case(check, case, Outcome(*raw[1:]))
+
+
+def test_the_students_backward_runs_inside_the_graded_call_under_its_cpu_limit():
+    raw, verdict = _run_straight_through_case(LOOPING_BACKWARD, case_cpu_s=1.0)
+    assert raw[1] == "timeout" and not verdict.passed, raw[:3]
+
+
+def test_gradients_come_back_as_data_and_a_detached_answer_is_told_why():
+    detached = ("def straight_through_attention(scores, values, temperature=1.0):\n"
+                "    w = hard_attention(scores.detach(), values)[1]\n"
+                "    return (w.unsqueeze(-1) * values).sum(-2), w")
+    raw, verdict = _run_straight_through_case(detached)
+    assert raw[1] == "ok" and raw[6][0] == "gradients" and raw[6][1][0] == ("scalar", None)  # none reached the scores
+    assert not verdict.passed and "no gradient reached the scores" in verdict.reason
+    raw, verdict = _run_straight_through_case(CORRECT["straight_through_attention"])
+    assert verdict.passed, verdict.reason

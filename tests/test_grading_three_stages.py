@@ -22,8 +22,8 @@ from grading_support import filled, submit
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = NOTEBOOK = "three-stages"
-POINTS = {"test-dot-score": 2, "test-scaled-dot-score": 2, "test-cosine-score": 2,
-          "test-additive-score": 3, "test-masked-softmax": 4, "test-attention": 3}
+POINTS = {"test-dot-score": 1, "test-scaled-dot-score": 1, "test-cosine-score": 1, "test-additive-score": 2,
+          "test-masked-softmax": 2, "test-attention": 1, "test-packing-mask": 3, "test-masked-attention": 5}
 
 # The instructor's solution, one entry per solution cell; each bug below is a small edit of it.
 SOLUTION = {
@@ -70,6 +70,22 @@ def masked_softmax(scores, valid_lens=None):
 def attention(queries, keys, values, score_fn, valid_lens=None):
     weights = masked_softmax(score_fn(queries, keys), valid_lens)
     return torch.bmm(weights, values), weights
+''',
+    "packing_mask": '''
+def packing_mask(query_segments, key_segments, causal=False):
+    same_sequence = query_segments.unsqueeze(2) == key_segments.unsqueeze(1)
+    real_keys = (key_segments >= 0).unsqueeze(1)
+    not_ahead = torch.ones(query_segments.shape[1], key_segments.shape[1], dtype=torch.bool).tril()
+    return same_sequence & real_keys & not_ahead if causal else same_sequence & real_keys
+''',
+    "masked_attention": '''
+def masked_attention(queries, keys, values, score_fn, keep):
+    logits = score_fn(queries, keys).masked_fill(~keep, -math.inf)
+    top = logits.amax(dim=-1, keepdim=True)
+    top = top.masked_fill(torch.isinf(top), 0.0)
+    exps = (logits - top).exp()
+    weights = exps / exps.sum(dim=-1, keepdim=True).clamp_min(1.0)
+    return weights @ values, weights
 ''',
 }
 
@@ -125,6 +141,20 @@ def attention(queries, keys, values, score_fn, valid_lens=None):
     w = masked_softmax(score_fn(queries, keys), valid_lens=valid_lens)
     return torch.einsum("bqk,bkv->bqv", w, values), w
 ''',
+    "packing_mask": '''
+def packing_mask(query_segments, key_segments, causal=False):
+    keep = torch.eq(query_segments[..., :, None], key_segments[..., None, :]) & key_segments.ge(0)[..., None, :]
+    if causal:
+        positions = torch.arange(query_segments.shape[-1])
+        keep = keep & (positions[None, :] <= positions[:, None])
+    return keep
+''',
+    "masked_attention": '''
+def masked_attention(queries, keys, values, score_fn, keep):
+    scores = score_fn(queries, keys)
+    w = softmax(torch.where(keep, scores, torch.full_like(scores, float("-inf"))))  # the helper above
+    return torch.einsum("bqk,bkv->bqv", w, values), w
+''',
 }
 
 
@@ -149,6 +179,16 @@ def cosine_score(queries, keys, eps=1e-8):
 def cosine_score(queries, keys, eps=1e-8):
     return F.cosine_similarity(queries.unsqueeze(2), keys.unsqueeze(1), dim=-1, eps=eps)
 '''},
+    "padding-sees-padding": with_bug("packing_mask", "same_sequence & real_keys & not_ahead if causal else "
+                                     "same_sequence & real_keys", "same_sequence & not_ahead if causal else same_sequence"),
+    "empty-row-nan": with_bug("masked_attention", "top = top.masked_fill(torch.isinf(top), 0.0)", "pass"),
+    # A bug in masked_softmax costs its own points only: masked_attention does not go through it.
+    "mask-large-negative": with_bug("masked_softmax", "-math.inf)", "-1e4)"),
+    "masked-attention-forbidden-softmax": {**SOLUTION, "masked_attention": '''
+def masked_attention(queries, keys, values, score_fn, keep):
+    weights = torch.softmax(score_fn(queries, keys).masked_fill(~keep, -math.inf), dim=-1).nan_to_num(0.0)
+    return weights @ values, weights
+'''},
 }
 
 # Which test cell each sample fails, and a phrase its feedback must contain.
@@ -160,10 +200,16 @@ EXPECTED_FAILURES = {
     "in-place": {"test-masked-softmax": "modified in place"},
     "attention-ignores-mask": {"test-attention": "wrong values"},
     "forbidden-cosine": {"test-cosine-score": "forbidden shortcut: cosine similarity (F.cosine_similarity"},
+    "padding-sees-padding": {"test-packing-mask": "wrong entries"},
+    "empty-row-nan": {"test-masked-attention": "NaN"},
+    "mask-large-negative": {"test-masked-softmax": "wrong values"},
+    "masked-attention-forbidden-softmax": {"test-masked-attention": "forbidden shortcut: softmax"},
 }
 # What the instructor is told about each sample beyond its score.
 EXPECTED_FLAGS = {student: [] for student in SAMPLES} | {
     "forbidden-cosine": ["forbidden shortcuts: cosine_score uses cosine similarity (F.cosine_similarity or a relative)"],
+    "masked-attention-forbidden-softmax": ["forbidden shortcuts: masked_attention uses softmax (torch.softmax, F.softmax, "
+                                           "Tensor.softmax, nn.Softmax or a relative)"],
 }
 
 
@@ -204,7 +250,7 @@ def test_the_gradebook_holds_the_same_scores_per_test_cell(graded):
             notebook = gradebook.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
             cells = {grade.name: grade.score for grade in notebook.grades}
             assert cells == {g: (c["points"] if c["passed"] else 0) for g, c in results[student].checks.items()}
-            assert (notebook.score, notebook.max_score) == (results[student].score, 16)
+            assert (notebook.score, notebook.max_score) == (results[student].score, sum(POINTS.values()))
 
 
 @pytest.mark.slow

@@ -59,7 +59,8 @@ class StandIn:
     """While a call runs, the notebook's ``name`` (``kind="global"``) or the constructed object's attribute
     ``name`` (``kind="attribute"``) answers ``answer`` when called with arguments accepted by ``matchers``
     (one per parameter in ``params``; missing ones take ``defaults``), and defers to the student's own
-    otherwise. Matchers: ("any",), ("none",), ("last_dim",), ("equal", tensor), ("close", tensor, rtol, atol)."""
+    otherwise. Matchers: ("any",), ("none",), ("last_dim",), ("scalar", number), ("equal", tensor),
+    ("close", tensor, rtol, atol)."""
 
     kind: str
     name: str
@@ -67,6 +68,10 @@ class StandIn:
     defaults: tuple[tuple[str, Any], ...]
     matchers: tuple[tuple, ...]
     answer: Any
+    # (output position, parameter name, Jacobian of shape output.shape + parameter.shape): the answer then
+    # carries the correct gradient with respect to that parameter, for a caller that back-propagates
+    # through it (runner._linearised). Position 0 for an answer that is a single tensor.
+    derivatives: tuple[tuple[int, str, torch.Tensor], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,12 @@ class Case:
     hidden: bool = True
     atol: float = 1e-5
     rtol: float = 1e-4
+    # A gradient case: the positional arguments at ``grad_args`` require grad; after the call the runner
+    # back-propagates sum_i <result_i, grad_outputs_i> (inside the graded call, under its limits) and sends the
+    # gradients of those arguments as the outcome's ``extra``: ("gradients", (one per argument, None where no
+    # gradient reached it)), or ("no-gradients", why). The check's ``compare`` judges them.
+    grad_args: tuple[int, ...] = ()
+    grad_outputs: tuple[torch.Tensor, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,12 @@ class Check:
     # None means verdicts.compare: tensors close to the reference, same shape and dtype.
     compare: Callable[[Any, Any, Case], str] | None = None
     phase: str = "sealed"
+    # True when the check grades work the book does not print (a variant or an extension of what the chapter
+    # showed); then ``solution_cells`` names the solution cells (grade ids) that hold that work, and no line of
+    # their solutions may appear in the built book (tests/test_new_work.py). At least half of each assignment's
+    # points are on such checks (DESIGN.md § Assignments).
+    new: bool = False
+    solution_cells: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,7 +153,8 @@ def _encode_matcher(matcher: tuple) -> tuple:
 
 def _encode_stand_in(stand_in: StandIn) -> tuple:
     return (stand_in.kind, stand_in.name, tuple(stand_in.params), tuple(stand_in.defaults),
-            tuple(_encode_matcher(m) for m in stand_in.matchers), encode(stand_in.answer))
+            tuple(_encode_matcher(m) for m in stand_in.matchers), encode(stand_in.answer),
+            tuple((position, name, encode(jacobian)) for position, name, jacobian in stand_in.derivatives))
 
 
 def encode_case(case_id: str, case: Case) -> bytes:
@@ -150,4 +168,6 @@ def encode_case(case_id: str, case: Case) -> bytes:
         "state": () if case.state is None else tuple((k, encode(v)) for k, v in case.state.items()),
         "stand_ins": tuple(_encode_stand_in(s) for s in case.stand_ins),
         "consistency": None if case.consistency is None else tuple(case.consistency),
+        "grad_args": tuple(case.grad_args),
+        "grad_outputs": tuple(encode(g) for g in case.grad_outputs),
     })

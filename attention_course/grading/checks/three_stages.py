@@ -10,15 +10,29 @@ does: call ``score_fn(queries, keys)``, pass ``valid_lens`` on, and take the wei
 
 Hidden cases always have a number of queries different from the number of keys, so that a
 transposed result has the wrong shape.
+
+The new work (the book prints neither; ``new=True``), with its references here:
+
+- ``packing_mask(query_segments, key_segments, causal=False)``: several sequences packed into one row
+  of a batch, each position labelled with its sequence's id (negative for padding); query i may see key
+  j only within its own sequence, and with ``causal`` only j <= i. Hidden cases use ids that are neither
+  consecutive nor starting at 0, padding queries and keys, ids that no key has, rows of padding only.
+- ``masked_attention(queries, keys, values, score_fn, keep)``: attention with any boolean mask that
+  broadcasts to (B, Q, K) (per query, per key, shared by the batch), not only a prefix of valid
+  lengths: weights exactly 0 where masked, a row with nothing to see all zeros, scores of 1e4 finite,
+  and masked keys that would win every query (equal to it, with values of 1000) never reach the output.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 from attention_course import attention
 from attention_course.grading.cases import Case, Check, NotebookName, StandIn
 from attention_course.grading.checks._draw import describe, integer, normal
+from attention_course.grading.verdicts import compare
 
 ASSIGNMENT = "three-stages"
 
@@ -313,17 +327,401 @@ def attention_cases(g: torch.Generator) -> list[Case]:
     return cases
 
 
+# ---------------------------------------------------------------------------------------------
+# New work: packed sequences, and attention under any boolean mask.
+
+
+def packing_mask_reference(query_segments: torch.Tensor, key_segments: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """(B, Q, K) bool: query i sees key j iff both belong to the same sequence (equal ids, not negative),
+    and, with ``causal``, j <= i."""
+    same = query_segments[:, :, None] == key_segments[:, None, :]
+    keep = same & (key_segments[:, None, :] >= 0)
+    if causal:
+        positions_q = torch.arange(query_segments.shape[1])[:, None]
+        positions_k = torch.arange(key_segments.shape[1])[None, :]
+        keep = keep & (positions_k <= positions_q)
+    return keep
+
+
+def masked_attention_reference(queries, keys, values, score_fn, keep):
+    scores = score_fn(queries, keys)
+    weights = attention.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
+    return weights @ values, weights
+
+
+def _masked_attention_reference(case: Case):
+    queries, keys, values, score_fn, keep = case.args
+    return masked_attention_reference(queries, keys, values, GIVEN_SCORES[score_fn.name.removesuffix("_score")], keep)
+
+
+def compare_mask(got, expected, case: Case) -> str:
+    if not isinstance(got, torch.Tensor):
+        return f"expected a tensor, got {type(got).__name__}"
+    if got.dtype != torch.bool:
+        return f"expected a bool tensor (torch.bool, as == and & give), got {got.dtype}"
+    if got.shape != expected.shape:
+        return f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
+    wrong = (got != expected).nonzero()
+    if len(wrong):
+        b, i, j = (int(n) for n in wrong[0])
+        query_segments, key_segments = case.args[0], case.args[1]
+        return (f"{len(wrong)} wrong entries; the first at [{b}, {i}, {j}]: query {i} (sequence "
+                f"{int(query_segments[b, i])}) and key {j} (sequence {int(key_segments[b, j])}) should give "
+                f"{bool(expected[b, i, j])}, got {bool(got[b, i, j])}")
+    return ""
+
+
+def _segments(g: torch.Generator, batch: int, length: int, dtype=torch.int64) -> torch.Tensor:
+    """(B, length) ids of packed sequences: runs of non-consecutive ids (from 0 to 40), then padding (-1)."""
+    rows = []
+    for _ in range(batch):
+        ids = sorted(set(int(i) for i in torch.randint(0, 41, (length,), generator=g)))
+        row = torch.tensor(ids)[torch.randint(0, len(ids), (length,), generator=g).sort().values]
+        padding = integer(g, 0, length // 2)
+        if padding:
+            row[length - padding:] = -1
+        rows.append(row)
+    return torch.stack(rows).to(dtype)
+
+
+def compare_masked_attention(got, expected, case: Case) -> str:
+    """Close to the reference, and the weights of masked keys exactly 0."""
+    reason = compare(got, expected, case)
+    if reason:
+        return reason
+    keep = case.args[4].expand(expected[1].shape)
+    if (got[1][~keep] != 0).any():
+        return ("the weights of masked keys must be exactly 0: give their scores -inf before exp (a large negative "
+                "number such as -1e4 leaves tiny weights)")
+    return ""
+
+
+def _packing_case(label: str, query_segments, key_segments, causal, hidden: bool = True) -> Case:
+    kwargs = {} if causal is None else {"causal": causal}
+    return Case("test-packing-mask", label, "packing_mask", (query_segments, key_segments), kwargs, hidden=hidden)
+
+
+# The visible example: "Tom chase Jerry" and "Jerry run" packed into one row of six, the last position padding.
+PACKED = torch.tensor([[0, 0, 0, 1, 1, -1]])
+
+
+def packing_mask_cases(g: torch.Generator) -> list[Case]:
+    cases = [
+        _packing_case("one row of six: sequences 0, 0, 0, 1, 1 and padding (-1)", PACKED, PACKED, None, hidden=False),
+        _packing_case("the same row, causal=True", PACKED, PACKED, True, hidden=False),
+        _packing_case("queries [0, 0, 1, 1, 1] against the row of six (cross-attention)",
+                      torch.tensor([[0, 0, 1, 1, 1]]), PACKED, False, hidden=False),
+    ]
+    for dtype, causal in ((torch.int64, None), (torch.int64, True), (torch.int32, False), (torch.int64, True)):
+        batch, length = integer(g, 1, 3), integer(g, 4, 9)
+        segments = _segments(g, batch, length, dtype)
+        cases.append(_packing_case(f"self-attention over ids {segments.tolist()}" + ("" if causal is None else f", causal={causal}"),
+                                   segments, segments.clone(), causal))
+    for causal in (None, False):
+        batch, num_queries = integer(g, 1, 3), integer(g, 2, 6)
+        num_keys = num_queries + integer(g, 1, 3)
+        query_segments, key_segments = _segments(g, batch, num_queries), _segments(g, batch, num_keys)
+        query_segments[0, 0] = key_segments[0, 0]  # at least one pair that sees each other
+        query_segments[-1, -1] = 41  # an id that no key has: sees nothing
+        cases.append(_packing_case(f"query ids {query_segments.tolist()} against key ids {key_segments.tolist()}",
+                                   query_segments, key_segments, causal))
+    # A row of padding only, next to a row without padding: padding sees nothing and is seen by nothing.
+    segments = torch.tensor([[-1, -1, -1, -1], [7, 7, 3, 3]])
+    cases.append(_packing_case("ids [[-1, -1, -1, -1], [7, 7, 3, 3]], causal=True (a row of padding only)",
+                               segments, segments.clone(), True))
+    return cases
+
+
+def _masked_case(label: str, score_name: str, queries, keys, values, keep, hidden: bool = True) -> Case:
+    return Case("test-masked-attention", label, "masked_attention",
+                (queries, keys, values, NotebookName(f"{score_name}_score"), keep), hidden=hidden)
+
+
+def masked_attention_cases(g: torch.Generator) -> list[Case]:
+    cases = [
+        _masked_case("the chapter's example with distance_score and keep [[[True, False, True]]] (a hole in the middle)",
+                     "distance", CHAPTER_QUERY, CHAPTER_KEYS, CHAPTER_VALUES, torch.tensor([[[True, False, True]]]),
+                     hidden=False),
+        _masked_case("the chapter's example with keep [[[False, False, False]]]: nothing to see, all zeros",
+                     "distance", CHAPTER_QUERY, CHAPTER_KEYS, CHAPTER_VALUES, torch.zeros(1, 1, 3, dtype=torch.bool),
+                     hidden=False),
+    ]
+    layouts = ("(B, Q, K)", "(B, 1, K)", "(1, Q, K)", "(Q, K)", "(B, Q, K)", "(B, 1, K)")
+    for number, (dtype, layout) in enumerate(zip((torch.float32, torch.float64, torch.float32, torch.float64,
+                                                  torch.float64, torch.float32), layouts)):
+        batch, num_queries, num_keys = _sizes(g)
+        batch = max(batch, 2) if layout != "(B, Q, K)" else batch
+        d_v = integer(g, 1, 4)
+        if number % 2:  # bilinear scores allow queries and keys of different sizes
+            score_name, d_q, d_k = "bilinear", integer(g, 1, 5), integer(g, 1, 5)
+        else:
+            score_name = "distance"
+            d_q = d_k = integer(g, 1, 5)
+        queries = normal(g, batch, num_queries, d_q, dtype=dtype)
+        keys = normal(g, batch, num_keys, d_k, dtype=dtype)
+        values = normal(g, batch, num_keys, d_v, dtype=dtype)
+        size = {"(B, Q, K)": (batch, num_queries, num_keys), "(B, 1, K)": (batch, 1, num_keys),
+                "(1, Q, K)": (1, num_queries, num_keys), "(Q, K)": (num_queries, num_keys)}[layout]
+        keep = torch.rand(size, generator=g) < 0.6
+        keep.view(-1)[0] = True
+        if keep.numel() > 1:
+            keep.view(-1)[-1] = False
+        label = (f"{score_name}_score, {_label(queries, keys)}, {describe(values, 'values')}, keep of shape {layout} "
+                 f"= {tuple(keep.shape)}")
+        cases.append(_masked_case(label, score_name, queries, keys, values, keep))
+    # Masked keys that would win (equal to a query, values of 1000) must not reach the output; a row with
+    # nothing to see is all zeros.
+    queries, keys, values = (normal(g, 2, 3, 4, dtype=torch.float64), normal(g, 2, 5, 4, dtype=torch.float64),
+                             normal(g, 2, 5, 2, dtype=torch.float64))
+    keep = torch.rand(2, 3, 5, generator=g) < 0.6
+    keep[:, :, 0] = True
+    decoys = (integer(g, 1, 4), integer(g, 1, 4))
+    for b, j in enumerate(decoys):
+        keys[b, j], values[b, j] = queries[b, integer(g, 0, 2)], 1e3
+        keep[b, :, j] = False
+    keep[1, 2] = False
+    cases.append(_masked_case(f"distance_score, {_label(queries, keys)}, masked keys {list(decoys)} equal to a query "
+                              "with values of 1000, query 2 of row 1 sees nothing", "distance", queries, keys, values, keep))
+    # Scores of about 1e4: still finite.
+    scores = normal(g, 2, 3, 5, dtype=torch.float64, scale=1e4)
+    lengths = _lengths(g, (2,), 5)
+    cases.append(Case("test-masked-softmax", f"{describe(scores, 'scores')} of size about 1e4, valid_lens {lengths.tolist()}",
+                      "masked_softmax", (scores, lengths)))
+    # No mask, or a mask that keeps everything; a single key.
+    scores = normal(g, 2, 3, 4, dtype=torch.float32, scale=3.0)
+    cases.append(Case("test-masked-softmax", f"{describe(scores, 'scores')}, valid_lens left out", "masked_softmax", (scores,)))
+    cases.append(Case("test-masked-softmax", f"{describe(scores, 'scores')}, valid_lens [4, 4] (nothing masked)",
+                      "masked_softmax", (scores, torch.tensor([4, 4]))))
+    scores = normal(g, 3, 2, 1, dtype=torch.float64)
+    cases.append(Case("test-masked-softmax", f"{describe(scores, 'scores')} (one key), valid_lens [1, 0, 1]",
+                      "masked_softmax", (scores, torch.tensor([1, 0, 1]))))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention, through the notebook's ``attention_with`` (see the module's docstring).
+
+
+def _attention_case(label: str, score_name: str, queries, keys, values, valid_lens, hidden: bool = True) -> Case:
+    scores = GIVEN_SCORES[score_name](queries, keys)
+    weights = attention.masked_softmax(scores, valid_lens)
+    lengths = ("none",) if valid_lens is None else ("equal", valid_lens)
+    stand_in = StandIn("global", "masked_softmax", ("scores", "valid_lens"), (("valid_lens", None),),
+                       (("close", scores, 1e-5, 1e-7), lengths), weights)
+    return Case("test-attention", label, "attention",
+                (queries, keys, values, NotebookName(f"{score_name}_score"), valid_lens), stand_ins=(stand_in,),
+                hidden=hidden)
+
+
+def attention_cases(g: torch.Generator) -> list[Case]:
+    cases = [
+        _attention_case("the chapter's example with distance_score", "distance",
+                        CHAPTER_QUERY, CHAPTER_KEYS, CHAPTER_VALUES, None, hidden=False),
+        _attention_case("the chapter's example with distance_score and valid_lens [2]", "distance",
+                        CHAPTER_QUERY, CHAPTER_KEYS, CHAPTER_VALUES, torch.tensor([2]), hidden=False),
+    ]
+    for number, dtype in enumerate((torch.float32, torch.float64, torch.float32, torch.float64, torch.float64, torch.float32)):
+        batch, num_queries, num_keys = _sizes(g)
+        d_v = integer(g, 1, 5)
+        if number % 2:  # bilinear scores allow queries and keys of different sizes
+            score_name, d_q, d_k = "bilinear", integer(g, 1, 5), integer(g, 1, 5)
+        else:
+            score_name = "distance"
+            d_q = d_k = integer(g, 1, 5)
+        queries = normal(g, batch, num_queries, d_q, dtype=dtype)
+        keys = normal(g, batch, num_keys, d_k, dtype=dtype)
+        values = normal(g, batch, num_keys, d_v, dtype=dtype)
+        valid_lens = (None, _lengths(g, (batch,), num_keys, masks_something=num_keys > 1),
+                      _lengths(g, (batch, num_queries), num_keys, masks_something=num_keys > 1))[number % 3]
+        mask = "no valid_lens" if valid_lens is None else f"valid_lens {valid_lens.tolist()}"
+        label = f"{score_name}_score, {_label(queries, keys)}, {describe(values, 'values')}, {mask}"
+        cases.append(_attention_case(label, score_name, queries, keys, values, valid_lens))
+    # Padding that would win every query's attention (keys equal to a query, values of 1000) must not
+    # reach the output.
+    queries, keys, values = (normal(g, 2, 3, 4, dtype=torch.float64), normal(g, 2, 5, 4, dtype=torch.float64),
+                             normal(g, 2, 5, 2, dtype=torch.float64))
+    valid_lens = torch.tensor([2, 4])
+    keys[0, 2:], keys[1, 4:] = queries[0, 0], queries[1, 0]
+    values[0, 2:], values[1, 4:] = 1e3, 1e3
+    cases.append(_attention_case(f"distance_score, {_label(queries, keys)}, {describe(values, 'values')}, "
+                                 "valid_lens [2, 4], padding keys equal to a query and padding values of 1000",
+                                 "distance", queries, keys, values, valid_lens))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# New work: packed sequences, and attention under any boolean mask.
+
+
+def packing_mask_reference(query_segments: torch.Tensor, key_segments: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """(B, Q, K) bool: query i sees key j iff both belong to the same sequence (equal ids, not negative),
+    and, with ``causal``, j <= i."""
+    same = query_segments[:, :, None] == key_segments[:, None, :]
+    keep = same & (key_segments[:, None, :] >= 0)
+    if causal:
+        positions_q = torch.arange(query_segments.shape[1])[:, None]
+        positions_k = torch.arange(key_segments.shape[1])[None, :]
+        keep = keep & (positions_k <= positions_q)
+    return keep
+
+
+def masked_attention_reference(queries, keys, values, score_fn, keep):
+    scores = score_fn(queries, keys)
+    weights = attention.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
+    return weights @ values, weights
+
+
+def _masked_attention_reference(case: Case):
+    queries, keys, values, score_fn, keep = case.args
+    return masked_attention_reference(queries, keys, values, GIVEN_SCORES[score_fn.name.removesuffix("_score")], keep)
+
+
+def compare_mask(got, expected, case: Case) -> str:
+    if not isinstance(got, torch.Tensor):
+        return f"expected a tensor, got {type(got).__name__}"
+    if got.dtype != torch.bool:
+        return f"expected a bool tensor (torch.bool, as == and & give), got {got.dtype}"
+    if got.shape != expected.shape:
+        return f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
+    wrong = (got != expected).nonzero()
+    if len(wrong):
+        b, i, j = (int(n) for n in wrong[0])
+        query_segments, key_segments = case.args[0], case.args[1]
+        return (f"{len(wrong)} wrong entries; the first at [{b}, {i}, {j}]: query {i} (sequence "
+                f"{int(query_segments[b, i])}) and key {j} (sequence {int(key_segments[b, j])}) should give "
+                f"{bool(expected[b, i, j])}, got {bool(got[b, i, j])}")
+    return ""
+
+
+def _segments(g: torch.Generator, batch: int, length: int, dtype=torch.int64) -> torch.Tensor:
+    """(B, length) ids of packed sequences: runs of non-consecutive ids (from 0 to 40), then padding (-1)."""
+    rows = []
+    for _ in range(batch):
+        ids = sorted(set(int(i) for i in torch.randint(0, 41, (length,), generator=g)))
+        row = torch.tensor(ids)[torch.randint(0, len(ids), (length,), generator=g).sort().values]
+        padding = integer(g, 0, length // 2)
+        if padding:
+            row[length - padding:] = -1
+        rows.append(row)
+    return torch.stack(rows).to(dtype)
+
+
+def _packing_case(label: str, query_segments, key_segments, causal, hidden: bool = True) -> Case:
+    kwargs = {} if causal is None else {"causal": causal}
+    return Case("test-packing-mask", label, "packing_mask", (query_segments, key_segments), kwargs, hidden=hidden)
+
+
+# The visible example: "Tom chase Jerry" and "Jerry run" packed into one row of six, the last position padding.
+PACKED = torch.tensor([[0, 0, 0, 1, 1, -1]])
+
+
+def packing_mask_cases(g: torch.Generator) -> list[Case]:
+    cases = [
+        _packing_case("one row of six: sequences 0, 0, 0, 1, 1 and padding (-1)", PACKED, PACKED, None, hidden=False),
+        _packing_case("the same row, causal=True", PACKED, PACKED, True, hidden=False),
+        _packing_case("queries [0, 0, 1, 1, 1] against the row of six (cross-attention)",
+                      torch.tensor([[0, 0, 1, 1, 1]]), PACKED, False, hidden=False),
+    ]
+    for dtype, causal in ((torch.int64, None), (torch.int64, True), (torch.int32, False), (torch.int64, True)):
+        batch, length = integer(g, 1, 3), integer(g, 4, 9)
+        segments = _segments(g, batch, length, dtype)
+        cases.append(_packing_case(f"self-attention over ids {segments.tolist()}" + ("" if causal is None else f", causal={causal}"),
+                                   segments, segments.clone(), causal))
+    for causal in (None, False):
+        batch, num_queries = integer(g, 1, 3), integer(g, 2, 6)
+        num_keys = num_queries + integer(g, 1, 3)
+        query_segments, key_segments = _segments(g, batch, num_queries), _segments(g, batch, num_keys)
+        query_segments[0, 0] = key_segments[0, 0]  # at least one pair that sees each other
+        query_segments[-1, -1] = 41  # an id that no key has: sees nothing
+        cases.append(_packing_case(f"query ids {query_segments.tolist()} against key ids {key_segments.tolist()}",
+                                   query_segments, key_segments, causal))
+    # A row of padding only, next to a row without padding: padding sees nothing and is seen by nothing.
+    segments = torch.tensor([[-1, -1, -1, -1], [7, 7, 3, 3]])
+    cases.append(_packing_case("ids [[-1, -1, -1, -1], [7, 7, 3, 3]], causal=True (a row of padding only)",
+                               segments, segments.clone(), True))
+    return cases
+
+
+def _masked_case(label: str, score_name: str, queries, keys, values, keep, hidden: bool = True) -> Case:
+    return Case("test-masked-attention", label, "masked_attention",
+                (queries, keys, values, NotebookName(f"{score_name}_score"), keep), hidden=hidden)
+
+
+def masked_attention_cases(g: torch.Generator) -> list[Case]:
+    cases = [
+        _masked_case("the chapter's example with distance_score and keep [[[True, False, True]]] (a hole in the middle)",
+                     "distance", CHAPTER_QUERY, CHAPTER_KEYS, CHAPTER_VALUES, torch.tensor([[[True, False, True]]]),
+                     hidden=False),
+        _masked_case("the chapter's example with keep [[[False, False, False]]]: nothing to see, all zeros",
+                     "distance", CHAPTER_QUERY, CHAPTER_KEYS, CHAPTER_VALUES, torch.zeros(1, 1, 3, dtype=torch.bool),
+                     hidden=False),
+    ]
+    layouts = ("(B, Q, K)", "(B, 1, K)", "(1, Q, K)", "(Q, K)", "(B, Q, K)", "(B, 1, K)")
+    for number, (dtype, layout) in enumerate(zip((torch.float32, torch.float64, torch.float32, torch.float64,
+                                                  torch.float64, torch.float32), layouts)):
+        batch, num_queries, num_keys = _sizes(g)
+        batch = max(batch, 2) if layout != "(B, Q, K)" else batch
+        d_v = integer(g, 1, 4)
+        if number % 2:  # bilinear scores allow queries and keys of different sizes
+            score_name, d_q, d_k = "bilinear", integer(g, 1, 5), integer(g, 1, 5)
+        else:
+            score_name = "distance"
+            d_q = d_k = integer(g, 1, 5)
+        queries = normal(g, batch, num_queries, d_q, dtype=dtype)
+        keys = normal(g, batch, num_keys, d_k, dtype=dtype)
+        values = normal(g, batch, num_keys, d_v, dtype=dtype)
+        size = {"(B, Q, K)": (batch, num_queries, num_keys), "(B, 1, K)": (batch, 1, num_keys),
+                "(1, Q, K)": (1, num_queries, num_keys), "(Q, K)": (num_queries, num_keys)}[layout]
+        keep = torch.rand(size, generator=g) < 0.6
+        keep.view(-1)[0] = True
+        if keep.numel() > 1:
+            keep.view(-1)[-1] = False
+        label = (f"{score_name}_score, {_label(queries, keys)}, {describe(values, 'values')}, keep of shape {layout} "
+                 f"= {tuple(keep.shape)}")
+        cases.append(_masked_case(label, score_name, queries, keys, values, keep))
+    # Masked keys that would win every query (equal to it, values of 1000) must not reach the output; a row
+    # with nothing to see is all zeros.
+    queries, keys, values = (normal(g, 2, 3, 4, dtype=torch.float64), normal(g, 2, 5, 4, dtype=torch.float64),
+                             normal(g, 2, 5, 2, dtype=torch.float64))
+    keep = torch.rand(2, 3, 5, generator=g) < 0.5
+    keep[0, 0, 0] = True
+    keep[1, 2] = False
+    for b, i, j in (~keep).nonzero().tolist()[:4]:
+        keys[b, j], values[b, j] = queries[b, i], 1e3
+    keep[0, 0, 0] = True
+    keep[1, 2] = False
+    cases.append(_masked_case(f"distance_score, {_label(queries, keys)}, masked keys equal to a query with values of "
+                              f"1000, query 2 of row 1 sees nothing", "distance", queries, keys, values, keep & (values[:, None, :, 0] < 999)))
+    # Scores of about 1e4: still finite.
+    queries, keys = normal(g, 2, 3, 3, dtype=torch.float64, scale=60.0), normal(g, 2, 4, 3, dtype=torch.float64, scale=60.0)
+    values = normal(g, 2, 4, 2, dtype=torch.float64)
+    keep = torch.rand(2, 1, 4, generator=g) < 0.7
+    keep[:, :, 0] = True
+    cases.append(_masked_case(f"distance_score of about -1e4, {_label(queries, keys)}, keep of shape (2, 1, 4)",
+                              "distance", queries, keys, values, keep))
+    return cases
+
+
 CHECKS = [
-    Check("test-dot-score", 2, "dot_score returns every query's dot product with every key, shape (B, Q, K)",
+    Check("test-dot-score", 1, "dot_score returns every query's dot product with every key, shape (B, Q, K)",
           dot_score_cases, _reference),
-    Check("test-scaled-dot-score", 2, "scaled_dot_score divides the dot products by the square root of d",
+    Check("test-scaled-dot-score", 1, "scaled_dot_score divides the dot products by the square root of d",
           scaled_dot_score_cases, _reference),
-    Check("test-cosine-score", 2, "cosine_score returns the cosines, and 0 (not NaN) for a zero vector",
+    Check("test-cosine-score", 1, "cosine_score returns the cosines, and 0 (not NaN) for a zero vector",
           cosine_score_cases, _reference),
-    Check("test-additive-score", 3, "AdditiveScore computes w_v^T tanh(W_q q + W_k k) for every query and key",
+    Check("test-additive-score", 2, "AdditiveScore computes w_v^T tanh(W_q q + W_k k) for every query and key",
           additive_score_cases, _additive_reference),
-    Check("test-masked-softmax", 4, "masked_softmax gives weights exactly 0 beyond each valid length, "
+    Check("test-masked-softmax", 2, "masked_softmax gives weights exactly 0 beyond each valid length, "
           "summing to 1 over the valid keys (all zeros for length 0)", masked_softmax_cases, _reference),
-    Check("test-attention", 3, "attention scores with score_fn, passes valid_lens on, and returns the weighted sum "
+    Check("test-attention", 1, "attention scores with score_fn, passes valid_lens on, and returns the weighted sum "
           "of the values with the weights", attention_cases, _attention_reference),
+    Check("test-packing-mask", 3, "packing_mask lets each query see the keys of its own sequence only (never "
+          "padding), and with causal=True none after it, as a (B, Q, K) bool tensor", packing_mask_cases,
+          lambda case: packing_mask_reference(*case.args, **case.kwargs), compare=compare_mask, new=True,
+          solution_cells=("packing_mask",)),
+    Check("test-masked-attention", 5, "masked_attention gives weights exactly 0 where keep is False (keep of any "
+          "shape that broadcasts to (B, Q, K)), summing to 1 over the kept keys, all zeros for a row with none, "
+          "and the weighted sum of the values", masked_attention_cases, _masked_attention_reference,
+          compare=compare_masked_attention, new=True,
+          solution_cells=("masked_attention",)),
 ]
