@@ -47,6 +47,7 @@ import hashlib
 import io
 import json
 import marshal
+import math
 import os
 import re
 import signal
@@ -586,6 +587,8 @@ def _matches(matcher: tuple, given, first_tensor, _type=type, _int=int, _bool=bo
         return True
     if kind == "none":
         return given is None
+    if kind == "scalar":  # a number equal to matcher[1] (a temperature)
+        return (_type(given) is float or _type(given) is _int) and given == matcher[1]
     if kind == "last_dim":
         if _type(first_tensor) is not _tensor or _type(given) is not _int:
             return False
@@ -600,13 +603,34 @@ def _matches(matcher: tuple, given, first_tensor, _type=type, _int=int, _bool=bo
     return _bool(_allclose(given, expected, rtol=matcher[2], atol=matcher[3]))
 
 
-def _stand_in_function(yours, params: tuple, defaults: dict, matchers: tuple, answer, label: str):
+def _linearised(outputs: list, derivatives: tuple, bound: dict, *, _type=type, _tensor=torch.Tensor,
+                _requires=torch._C.TensorBase.requires_grad.__get__, _detach=torch._C.TensorBase.detach,
+                _sub=torch._C.TensorBase.sub, _add=torch._C.TensorBase.add, _dim=torch._C.TensorBase.dim,
+                _tensordot=torch._C._VariableFunctions.tensordot, _tuple=tuple, _range=range) -> list:
+    """A stand-in's answers, attached to the autograd graph of the arguments it was given: each output plus
+    J (x - x.detach()) for each (output position, parameter name, Jacobian J) in ``derivatives``. The added
+    term is zero, so the values are the answer's, and its gradient is the correct function's at this point:
+    a function that back-propagates through a stand-in gets the correct gradient."""
+    for position, name, jacobian in derivatives:
+        given = bound.get(name)
+        if _type(given) is _tensor and _requires(given):
+            change = _sub(given, _detach(given))  # zeros that carry the gradient of ``given``
+            inner, outer = _dim(given), _dim(jacobian)
+            outputs[position] = _add(outputs[position], _tensordot(
+                jacobian, change, _tuple(_range(outer - inner, outer)), _tuple(_range(inner))))
+    return outputs
+
+
+def _stand_in_function(yours, params: tuple, defaults: dict, matchers: tuple, answer, label: str,
+                       derivatives: tuple = ()):
     """A function that returns ``answer`` when called with arguments that the matchers accept, and
-    calls ``yours`` otherwise. Its data are keyword defaults: not readable by a graded call."""
+    calls ``yours`` otherwise. Its data are keyword defaults: not readable by a graded call. With
+    ``derivatives``, the answer carries the correct gradient (see :func:`_linearised`)."""
 
     def stand_in(*args, _yours=yours, _params=params, _defaults=defaults, _matchers=matchers, _answer=answer,
                  _label=label, _matches=_matches, _clone=torch._C.TensorBase.clone, _type=type, _tuple=tuple,
-                 _len=len, _dict=dict, _zip=zip, _all=all, _error=NameError, **kwargs):
+                 _len=len, _dict=dict, _zip=zip, _all=all, _error=NameError, _derivatives=derivatives,
+                 _linearised=_linearised, **kwargs):
         bound = _dict(_defaults)
         ok = _len(args) <= _len(_params)
         for name, value in _zip(_params, args):
@@ -618,6 +642,10 @@ def _stand_in_function(yours, params: tuple, defaults: dict, matchers: tuple, an
         first = args[0] if args else None
         if ok and _len(bound) == _len(_params) and _all(
                 _matches(m, bound.get(p), first) for p, m in _zip(_params, _matchers)):
+            if _derivatives:
+                outputs = _linearised([_clone(t) for t in _answer] if _type(_answer) is _tuple else [_clone(_answer)],
+                                      _derivatives, bound)
+                return _tuple(outputs) if _type(_answer) is _tuple else outputs[0]
             if _type(_answer) is _tuple:
                 return _tuple(_clone(t) for t in _answer)
             return _clone(_answer)
@@ -645,11 +673,12 @@ class _StandInModule(torch.nn.Module):
 
 def _build_stand_in(spec: tuple, user_ns: dict):
     """The stand-in function of a spec (for an attribute, its fallback is given at each call: see _StandInModule)."""
-    kind, name, params, defaults, matchers, answer = spec
+    kind, name, params, defaults, matchers, answer, *more = spec
     matchers = tuple((m[0], _decode(m[1], user_ns), *m[2:]) if m[0] in ("equal", "close") else m for m in matchers)
     answer = _decode(answer, user_ns)
+    derivatives = tuple((position, param, _decode(jacobian, user_ns)) for position, param, jacobian in (more or [()])[0])
     yours = user_ns.get(name) if kind == "global" else None
-    return _stand_in_function(yours, params, dict(defaults), matchers, answer, name)
+    return _stand_in_function(yours, params, dict(defaults), matchers, answer, name, derivatives)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -723,6 +752,161 @@ def _decode_afresh(model, user_ns: dict, recipe: tuple, source, lengths, *,
     return ("decoded", _greedy(fresh, source, lengths, int(source.shape[1])), *own)
 
 
+def _forced_argmax(model, source, lengths, targets: list, *, _argmax=torch._C.TensorBase.argmax,
+                   _tolist=torch._C.TensorBase.tolist, _tensor=torch._C._VariableFunctions.tensor,
+                   _full=torch._C._VariableFunctions.full, _range=range, _len=len, _max=max, _type=type,
+                   _set_grad=torch._C._set_grad_enabled, _grad=torch._C.is_grad_enabled) -> tuple | None:
+    """Teacher forcing with the given translations (target ids, without BOS and EOS): per sentence, the
+    source position each target word's attention weights are largest at (the first on ties). None when the
+    decoder reports no weights (a model without attention)."""
+    grad = _grad()
+    _set_grad(False)
+    try:
+        states, final = model.encoder(source, lengths)
+        hidden = model.initial_state(final)
+        batch, longest = _len(targets), _max(_len(row) for row in targets)
+        rows = [[] for _ in _range(batch)]
+        previous = _full((batch,), 1)  # BOS
+        for step in _range(longest):
+            _logits, hidden, weights = model.decoder(previous, hidden, states, lengths)
+            if weights is None:
+                return None
+            if _type(weights) is not torch.Tensor:
+                raise TypeError("the decoder's weights are not a tensor")
+            best = _tolist(_argmax(weights, -1))
+            for row in _range(batch):
+                if step < _len(targets[row]):
+                    rows[row].append(int(best[row]))
+            previous = _tensor([targets[row][step] if step < _len(targets[row]) else 0 for row in _range(batch)])
+    finally:
+        _set_grad(grad)
+    return tuple(tuple(row) for row in rows)
+
+
+def _measure_afresh(user_ns: dict, spec: tuple, *, _weights=torch.nn.Module.state_dict,
+                    _load=torch.nn.Module.load_state_dict, _greedy=_greedy_ids, _forced=_forced_argmax,
+                    _batch=_source_batch, _type=type, _str=str, _tuple=tuple, _len=len, keep: dict | None = None) -> tuple:
+    """("measured", per model: (name, problem, decoder class name, ((set, ids), ...), forced argmaxes or None)):
+    the grader's own measurements of the notebook's trained models, for a check that compares them with the
+    numbers the notebook reports. Each model is rebuilt from the notebook's given classes as its recipe says
+    and gets the notebook model's weights (strictly: the same layers, the same shapes), so that only its
+    weights come along; then it is decoded greedily on each set of sentences, and teacher-forced on the
+    ``forced`` sentences and translations. ``problem`` says why a model could not be measured ("" if it was).
+
+    spec: ("evidence", source vocabulary, target vocabulary, ((name, recipe), ...), ((set, sentences), ...),
+    (sentences, translations)[, the student's own measurements to make: see :func:`_measure_own`]). ``keep``: a
+    dict that gets each rebuilt model, by name, for :func:`_measure_own`."""
+    _, source_vocab, target_vocab, models, sets, (forced_sentences, forced_translations), *_own = spec
+    target_ids = {word: i for i, word in enumerate(target_vocab)}
+    targets = [[target_ids.get(word, 3) for word in text.split()] for text in forced_translations]
+    measured = []
+    for name, recipe in models:
+        model = user_ns.get(name, _MISSING)
+        if model is _MISSING:
+            measured.append((name, f"{name} is not defined", "", (), None))
+            continue
+        kind = _str(_type(getattr(model, "decoder", None)).__name__)
+        (encoder_class, encoder_args), (decoder_class, decoder_args), model_class = recipe
+        try:
+            fresh = user_ns[model_class](user_ns[encoder_class](*encoder_args), user_ns[decoder_class](*decoder_args))
+            _load(fresh, _weights(model), strict=True)
+        except Exception as error:
+            measured.append((name, f"its weights are not those of {model_class}({encoder_class}, {decoder_class}) "
+                                   f"as section 1 builds it: {_type(error).__name__}: {_str(error)[:300]}", kind, (), None))
+            continue
+        decoded = []
+        for label, sentences in sets:
+            source, lengths = _batch(sentences, source_vocab)
+            decoded.append((label, _tuple(_tuple(row) for row in _greedy(fresh, source, lengths, int(source.shape[1])))))
+        forced = _forced(fresh, *_batch(forced_sentences, source_vocab), targets)
+        measured.append((name, "", kind, _tuple(decoded), forced))
+        if keep is not None:
+            keep[name] = fresh
+    return ("measured", _tuple(measured))
+
+
+def _measure_own(user_ns: dict, calls: tuple, models: dict, *, _type=type, _float=float, _int=int,
+                 _tensor=torch.Tensor, _numel=torch._C.TensorBase.numel, _item=torch._C.TensorBase.item,
+                 _finite=math.isfinite, _subclass=issubclass, _tuple=tuple, _list=list, _str=str,
+                 _stop=_Timeout, _cancel=_cancel_alarm, _short=_short) -> tuple:
+    """("own", ((result name, number or None, problem), ...)): what the notebook's own measurement functions
+    give when the grader calls them on the rebuilt models (``models``, from :func:`_measure_afresh`) and the
+    shipped sentences, so that a number of ``results`` computed honestly with a buggy function can be judged
+    against what that function measures (the check bounds how far from the grader's own measurement).
+
+    calls: ((result name, function name, model name, pairs, alignments or None), ...). Each call gets fresh
+    lists; what it returns is kept only if it is a number (a float, an int, a one-element tensor), and only
+    as a Python float. A call that raises is recorded as such; one that runs out of time ends the calls (the
+    alarm is off from then on: nothing of the student's runs after it)."""
+    own = []
+    stopped = ""
+    for result_name, function_name, model_name, pairs, alignments in calls:
+        if stopped:
+            own.append((result_name, None, stopped))
+            continue
+        try:  # (the alarm may also go off in the grader's lines here: the CPU time is the whole call's)
+            function, model = user_ns.get(function_name), models.get(model_name)
+            if function is None or model is None:
+                own.append((result_name, None, f"{function_name} is not defined" if function is None
+                            else f"{model_name} could not be measured"))
+                continue
+            arguments = [model, _list(_tuple(pair) for pair in pairs)]
+            if alignments is not None:
+                arguments.append(_list(_list(_list(positions) for positions in alignment) for alignment in alignments))
+            value = function(*arguments)
+            kind = _type(value)
+            if kind is _tensor and _numel(value) == 1:
+                value = _item(value)
+                kind = _type(value)
+            if kind is _int or _subclass(kind, _float):  # (not bool; a float subclass is read as a float)
+                number = _float.__float__(value) if kind is not _int else _int.__float__(value)
+                own.append((result_name, number, "") if _finite(number) else (result_name, None, "returned a "
+                                                                                   "number that is not finite"))
+            else:
+                own.append((result_name, None, f"returned {kind.__name__}, not a number"))
+        except _stop as timeout:
+            _cancel()
+            own.append((result_name, None, f"did not finish: {_short(_str(timeout))}"))
+            stopped = f"not called: {function_name} ran out of time before"
+        except BaseException as error:  # the student's code may raise anything; it is data here
+            said = "raised an exception"
+            try:  # (its text is the student's code too)
+                said = _short(f"raised {_type(error).__name__}: {error}")[:500]
+            except _stop:
+                _cancel()
+                stopped = "not called: the grader ran out of time before"
+            except BaseException:
+                pass
+            own.append((result_name, None, said))
+    return ("own", _tuple(own))
+
+
+_RUN_BACKWARD = torch.autograd.Variable._execution_engine.run_backward  # the C++ engine, bound before any cell
+_REQUIRE_GRAD = torch._C.TensorBase.requires_grad_
+
+
+def _gradients(result, inputs: tuple, grad_outputs: tuple, *, _run=_RUN_BACKWARD, _type=type, _tensor=torch.Tensor,
+               _tuple=tuple, _list=list, _len=len, _zip=zip, _size=torch._C.TensorBase.size,
+               _dtype=torch._C.TensorBase.dtype.__get__, _to=torch._C.TensorBase.to,
+               _requires=torch._C.TensorBase.requires_grad.__get__) -> tuple:
+    """Back-propagate sum_i <result_i, grad_outputs_i> to ``inputs``: their gradients (None where none
+    reached), or a string that says why there is nothing to back-propagate. The student's backward code (a
+    custom autograd Function, a hook) runs here, so this runs inside the graded call, under its limits."""
+    outputs = result if _type(result) is _tuple or _type(result) is _list else (result,)
+    if _len(outputs) != _len(grad_outputs):
+        return f"expected {_len(grad_outputs)} results to back-propagate through, got {_len(outputs)}"
+    chosen, grads = [], []
+    for output, grad in _zip(outputs, grad_outputs):
+        if _type(output) is not _tensor or _size(output) != _size(grad):
+            return "a result is not a tensor of the expected shape"
+        if _requires(output):
+            chosen.append(output)
+            grads.append(_to(grad, _dtype(output)))
+    if not chosen:
+        return (None,) * _len(inputs)
+    return _tuple(_run(_tuple(chosen), _tuple(grads), False, False, _tuple(inputs), True, False))
+
+
 def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: float, plan: tuple,
              stuck: set | None = None) -> tuple | None:
     """Call the student's code as the case says; (id, status, error, returned, after, forbidden, extra).
@@ -730,7 +914,10 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
     Everything the runner does between or after the student's code is bound to locals first, and the
     snapshot is restored before the runner reads the results: code that patched a module, a class or
     this module's globals during the call changes nothing of what is reported. The case itself (with
-    its stand-ins' answers) is dropped before the student's code runs; only the stand-ins keep them."""
+    its stand-ins' answers) is dropped before the student's code runs; only the stand-ins keep them.
+    A gradient case (``grad_args``) also back-propagates the given output gradients through the results
+    inside the call (the student's backward code runs under the same alarm) and reports the gradients of
+    those arguments as ``extra``."""
     if case is None:
         return None
     case_id, call = case["id"], case["call"]
@@ -738,9 +925,12 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
         return (case_id, "timeout", "not tried: an earlier call of the same function ran out of time",
                 ("other", "nothing"), (), (), ())
     restore, pop_modes, decode_afresh, describe = _restore_with, _pop_modes, _decode_afresh, _describe
+    measure_afresh, measure_own, rebuilt = _measure_afresh, _measure_own, {}
     stand_in_module, set_attribute, get_attribute = _StandInModule, setattr, getattr
     cancel, timeout_type, short = _cancel_alarm, _Timeout, _short
+    gradients_of, set_grad, grad_enabled = _gradients, torch._C._set_grad_enabled, torch._C.is_grad_enabled
     status, error, result, extra, budget = "ok", None, None, (), [16 << 20]
+    grad_args, gradients, grad_mode = tuple(case.get("grad_args", ())), None, grad_enabled()
     before = len(seen)
     installed = []
     try:
@@ -751,11 +941,16 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
         target = user_ns.get(call)
         if target is None:
             raise NameError(f"name '{call}' is not defined in the notebook")
-        decoding = None
-        if case["consistency"] is not None:  # the grader decodes the model itself, before translate runs
+        decoding = measuring = None
+        if case["consistency"] is not None and case["consistency"][0] == "evidence":
+            measuring = case["consistency"]  # the grader measures the notebook's models itself, before the call
+        elif case["consistency"] is not None:  # the grader decodes the model itself, before translate runs
             decoding = (case["consistency"][2], *_source_batch(args[1], case["consistency"][0]))
         construct = None if case["construct"] is None else dict(case["construct"])
         state = {k: _decode(v, user_ns) for k, v in case["state"]}
+        # A gradient case: these arguments require grad, and the call's results are back-propagated.
+        grad_outputs = tuple(_decode(g, user_ns) for g in case.get("grad_outputs", ()))
+        inputs = tuple(_REQUIRE_GRAD(args[i], True) for i in grad_args)
         # The stand-ins, built now: afterwards their answers live in their keyword defaults only.
         global_stand_ins, attribute_stand_ins, spec = [], [], None
         for spec in case["stand_ins"]:
@@ -780,7 +975,15 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
         del global_stand_ins, attribute_stand_ins
         if decoding is not None:
             extra = decode_afresh(args[0], user_ns, *decoding)
+        if measuring is not None:
+            extra = measure_afresh(user_ns, measuring, keep=rebuilt)
+        if grad_args:
+            set_grad(True)  # (a cell may have switched gradients off for the whole notebook)
         result = target(*args, **kwargs)
+        if grad_args:
+            gradients = gradients_of(result, inputs, grad_outputs)
+        if measuring is not None and len(measuring) > 6:  # after the call: the reported numbers are read already
+            extra = (*extra, measure_own(user_ns, measuring[6], rebuilt))
     except timeout_type as timeout:
         status, error = "timeout", str(timeout)
         if stuck is not None:
@@ -794,6 +997,7 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
             error = type(exc).__name__
     finally:
         cancel()
+        set_grad(grad_mode)
         restore(plan)
         pop_modes()
     # -- from here on, nothing of the student's runs (describing a tensor calls no Python code of theirs)
@@ -806,6 +1010,9 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
     if status == "ok":
         returned = describe(result, budget)
         after = tuple(describe(arg, budget) if type(arg) is torch.Tensor else ("skip",) for arg in args)
+        if grad_args:
+            extra = (("no-gradients", gradients) if type(gradients) is str
+                     else ("gradients", tuple(describe(g, budget) for g in gradients)))
     forbidden = tuple(sorted(set(seen[before:])))
     return case_id, status, error, returned, after, forbidden, extra
 

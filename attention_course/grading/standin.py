@@ -3,7 +3,10 @@
 The grader calls the student's ``translate(model, sentences)`` with this model as well as with the
 student's own: greedy decoding of a model whose outputs nobody can guess (random weights drawn from
 the course seed) checks that ``translate`` decodes the model it is given, and not, say, a rule
-book of the grammar. It is not a solution of anything graded (no attention is learned here: the
+book of the grammar. The weights a step reports are a sharp random attention over the source's real
+positions (H_{i-1} against each state), which its context does not use (its translations are those of
+the plain average): ``attention-experiments`` checks that a measurement of alignment reads the weights
+of the model it is given. It is not a solution of anything graded (no attention is learned here: the
 context is a plain average), so it may travel into the sandbox next to the runner; the grader
 computes the expected translations outside the sandbox with the same class and :func:`greedy`.
 
@@ -41,8 +44,12 @@ class _Decoder(nn.Module):
         so that every sentence ends (EOS becomes likely after about 0.7 times its source length)."""
         steps, state = previous_hidden[:, :1] + 1, previous_hidden[:, 1:]
         real = (torch.arange(encoder_states.shape[1])[None, :] < source_lengths[:, None]).to(state.dtype)
-        weights = real / real.sum(dim=1, keepdim=True)
-        context = (weights[:, :, None] * encoder_states).sum(dim=1)
+        average = real / real.sum(dim=1, keepdim=True)
+        context = (average[:, :, None] * encoder_states).sum(dim=1)
+        scores = ((state @ self.look)[:, None, :] * encoder_states).sum(dim=2)  # (B, S): H_{i-1} against each h_j
+        scores = torch.where(real > 0, scores, torch.full_like(scores, -torch.inf))
+        weights = torch.exp(scores - scores.amax(dim=1, keepdim=True))
+        weights = weights / weights.sum(dim=1, keepdim=True)  # reported, not used: see the module's docstring
         state = torch.tanh(state @ self.recurrent + self.embedding[previous_tokens] + context @ self.read)
         logits = state @ self.output
         logits[:, EOS] += 4.0 * (steps[:, 0] - 0.7 * source_lengths.to(state.dtype))
@@ -65,9 +72,20 @@ class Translator(nn.Module):
         self.decoder = _Decoder(draw(target_vocab_size, size), draw(size, size, scale=0.8), draw(size, size),
                                 draw(size, target_vocab_size, scale=2.0))
         self.register_buffer("bridge", draw(size, size))
+        self.decoder.register_buffer("look", draw(size, size, scale=2.0))  # drawn last: the draws above are as before
 
     def initial_state(self, final: torch.Tensor) -> torch.Tensor:
         return torch.cat([torch.zeros(final.shape[0], 1, dtype=final.dtype), torch.tanh(final @ self.bridge)], dim=1)
+
+    def forward(self, source: torch.Tensor, lengths: torch.Tensor, target_input: torch.Tensor):
+        """Teacher forcing, as the notebooks' ``Seq2Seq.forward``: (logits (B, T, V), weights (B, T, S))."""
+        states, final = self.encoder(source, lengths)
+        hidden, all_logits, all_weights = self.initial_state(final), [], []
+        for i in range(target_input.shape[1]):
+            logits, hidden, weights = self.decoder(target_input[:, i], hidden, states, lengths)
+            all_logits.append(logits)
+            all_weights.append(weights)
+        return torch.stack(all_logits, 1), torch.stack(all_weights, 1)
 
 
 def greedy(model: Translator, source: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:

@@ -95,11 +95,18 @@ def run_hidden_check(assignment: str, grade_id: str, namespace: dict) -> None:
             comparison = check.compare or compare
             expected = reference_output(check, case)
             if case.consistency is not None:
-                from attention_course.grading.runner import _decode_afresh, _source_batch
+                from attention_course.grading.runner import (_decode_afresh, _measure_afresh, _measure_own,
+                                                             _source_batch)
 
                 try:
-                    extra = _decode_afresh(args[0], namespace, case.consistency[2],
-                                           *_source_batch(args[1], case.consistency[0]))
+                    if case.consistency[0] == "evidence":  # attention-experiments: the grader measures the models
+                        rebuilt = {}  # ... and, after the call as the runner does, calls the notebook's measurements
+                        extra = _measure_afresh(namespace, case.consistency, keep=rebuilt)
+                        if len(case.consistency) > 6:
+                            extra = (*extra, _measure_own(namespace, case.consistency[6], rebuilt))
+                    else:
+                        extra = _decode_afresh(args[0], namespace, case.consistency[2],
+                                               *_source_batch(args[1], case.consistency[0]))
                 except Exception as error:
                     extra = ("error", f"{type(error).__name__}: {error}")
                 reason = comparison(got, expected, case, extra)
