@@ -42,6 +42,32 @@ def hard_attention(scores, values):
     w = F.one_hot(k, scores.shape[-1]).to(scores.dtype)
     return (w.unsqueeze(-1) * values).sum(-2), w
 ''', "test-hard-attention"),
+    "Gumbel noise with the wrong sign": ("soft-hard", "sample_hard_attention", '''
+def sample_hard_attention(scores, values, uniform):
+    return hard_attention(scores + torch.log(-torch.log(uniform)), values)
+''', "test-sample-hard-attention"),
+    "exponential noise -log(u) instead of Gumbel noise": ("soft-hard", "sample_hard_attention", '''
+def sample_hard_attention(scores, values, uniform):
+    return hard_attention(scores - torch.log(uniform), values)
+''', "test-sample-hard-attention"),
+    "straight-through with the soft weights detached": ("soft-hard", "straight_through_attention", '''
+def straight_through_attention(scores, values, temperature=1.0):
+    soft = softmax(scores / temperature).detach()
+    w = hard_attention(scores, values)[1] + soft - soft
+    return (w.unsqueeze(-1) * values).sum(-2), w
+''', "test-straight-through"),
+    "straight-through output from soft attention's output": ("soft-hard", "straight_through_attention", '''
+def straight_through_attention(scores, values, temperature=1.0):
+    soft_output, soft = soft_attention(scores, values, temperature)
+    hard_output, hard = hard_attention(scores, values)
+    return hard_output + soft_output - soft_output.detach(), hard + soft - soft.detach()
+''', "test-straight-through"),
+    "straight-through without the temperature": ("soft-hard", "straight_through_attention", '''
+def straight_through_attention(scores, values, temperature=1.0):
+    soft = softmax(scores)
+    w = hard_attention(scores, values)[1] + soft - soft.detach()
+    return (w.unsqueeze(-1) * values).sum(-2), w
+''', "test-straight-through"),
     "dot scores transposed (B, K, Q)": ("three-stages", "dot_score", '''
 def dot_score(queries, keys):
     return torch.bmm(keys, queries.transpose(1, 2))
@@ -78,6 +104,34 @@ def attention(queries, keys, values, score_fn, valid_lens=None):
     weights = masked_softmax(score_fn(queries, keys))
     return torch.bmm(weights, values), weights
 ''', "test-attention"),
+    "packing mask in which padding sees padding": ("three-stages", "packing_mask", '''
+def packing_mask(query_segments, key_segments, causal=False):
+    keep = query_segments[:, :, None] == key_segments[:, None, :]
+    if causal:
+        keep = keep & torch.ones(keep.shape[1:], dtype=torch.bool).tril()
+    return keep
+''', "test-packing-mask"),
+    "causal packing mask that hides the query's own position": ("three-stages", "packing_mask", '''
+def packing_mask(query_segments, key_segments, causal=False):
+    keep = (query_segments[:, :, None] == key_segments[:, None, :]) & (key_segments[:, None, :] >= 0)
+    if causal:
+        keep = keep & torch.ones(keep.shape[1:], dtype=torch.bool).tril(-1)
+    return keep
+''', "test-packing-mask"),
+    "masked attention masking the weights after the softmax": ("three-stages", "masked_attention", '''
+def masked_attention(queries, keys, values, score_fn, keep):
+    scores = score_fn(queries, keys)
+    e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+    weights = e / e.sum(dim=-1, keepdim=True) * keep
+    return weights @ values, weights
+''', "test-masked-attention"),
+    "masked attention giving NaN for a query that sees nothing": ("three-stages", "masked_attention", '''
+def masked_attention(queries, keys, values, score_fn, keep):
+    scores = score_fn(queries, keys).masked_fill(~keep, -math.inf)
+    e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+    weights = e / e.sum(dim=-1, keepdim=True)
+    return weights @ values, weights
+''', "test-masked-attention"),
     "masked softmax ignoring the lengths": ("seq2seq-attention", "masked_softmax", '''
 def masked_softmax(scores, lengths):
     e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
@@ -89,4 +143,170 @@ def masked_softmax(scores, lengths):
     e = scores.masked_fill(~keep, float("-inf")).exp()
     return e / e.sum(dim=-1, keepdim=True)
 ''', "test-masked-softmax"),
+    "general score with W_a on the query side": ("seq2seq-attention", "GeneralAttention", '''
+class GeneralAttention(nn.Module):
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.W_a = nn.Linear(key_dim, query_dim, bias=False)
+
+    def forward(self, query, keys, lengths):
+        scores = (keys * self.W_a(query).unsqueeze(1)).sum(-1)  # h_j^T W_a q: W_a transposed
+        weights = masked_softmax(scores, lengths)
+        return (weights.unsqueeze(-1) * keys).sum(1), weights
+''', "test-general-attention"),
+    "Luong decoder attending before its step": ("seq2seq-attention", "LuongDecoder", '''
+class LuongDecoder(nn.Module):
+    def __init__(self, vocab_size, embed_dim, hidden_dim, context_dim):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
+        self.cell = nn.GRUCell(embed_dim, hidden_dim)
+        self.attention = GeneralAttention(hidden_dim, context_dim)
+        self.W_c = nn.Linear(context_dim + hidden_dim, hidden_dim, bias=False)
+        self.output = nn.Linear(hidden_dim, vocab_size)
+
+    def forward(self, previous_tokens, previous_hidden, encoder_states, source_lengths):
+        context, weights = self.attention(previous_hidden, encoder_states, source_lengths)  # H_{i-1}, as chapter 6
+        hidden = self.cell(self.embedding(previous_tokens), previous_hidden)
+        return self.output(torch.tanh(self.W_c(torch.cat([context, hidden], -1)))), hidden, weights
+''', "test-luong-step"),
+    "Luong logits read from H_i instead of the attentional state": ("seq2seq-attention", "LuongDecoder", '''
+class LuongDecoder(nn.Module):
+    def __init__(self, vocab_size, embed_dim, hidden_dim, context_dim):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
+        self.cell = nn.GRUCell(embed_dim, hidden_dim)
+        self.attention = GeneralAttention(hidden_dim, context_dim)
+        self.W_c = nn.Linear(context_dim + hidden_dim, hidden_dim, bias=False)
+        self.output = nn.Linear(hidden_dim, vocab_size)
+
+    def forward(self, previous_tokens, previous_hidden, encoder_states, source_lengths):
+        hidden = self.cell(self.embedding(previous_tokens), previous_hidden)
+        context, weights = self.attention(hidden, encoder_states, source_lengths)
+        return self.output(hidden), hidden, weights  # the context never reaches the output
+''', "test-luong-step"),
+    "exact match that forgives words too many": ("attention-experiments", "exact_match", '''
+def exact_match(model, pairs):
+    translations = translate(model, [english for english, _ in pairs])
+    return sum(got.startswith(chinese) for got, (_, chinese) in zip(translations, pairs)) / len(pairs)
+''', "test-exact-match"),
+    "agreement on the model's own guesses, not the reference": ("attention-experiments", "attention_agreement", '''
+def attention_agreement(model, pairs, alignments):
+    hits = words = 0
+    with torch.no_grad():
+        for (english, _), alignment in zip(pairs, alignments):
+            source, lengths = source_batch([english])
+            states, final = model.encoder(source, lengths)
+            hidden, previous = model.initial_state(final), torch.tensor([BOS])
+            for aligned in alignment:
+                logits, hidden, weights = model.decoder(previous, hidden, states, lengths)
+                previous = logits.argmax(-1)
+                hits += int(weights[0].argmax()) in aligned
+                words += 1
+    return hits / words
+''', "test-agreement"),
+    "agreement averaged per sentence, not pooled over words": ("attention-experiments", "attention_agreement", '''
+def attention_agreement(model, pairs, alignments):
+    shares = []
+    with torch.no_grad():
+        for (english, chinese), alignment in zip(pairs, alignments):
+            source, lengths = source_batch([english])
+            target_input, _ = target_batch([chinese])
+            states, final = model.encoder(source, lengths)
+            hidden, hits = model.initial_state(final), 0
+            for i, aligned in enumerate(alignment):
+                _, hidden, weights = model.decoder(target_input[:, i], hidden, states, lengths)
+                hits += int(weights[0].argmax()) in aligned
+            shares.append(hits / len(alignment))
+    return sum(shares) / len(shares)
+''', "test-agreement"),
+    "scaled dot product divided by d instead of its square root": ("multi-head", "scaled_dot_product", '''
+def scaled_dot_product(queries, keys, values, mask=None):
+    scores = queries @ keys.transpose(-2, -1) / queries.shape[-1]
+    weights = masked_softmax(scores, mask)
+    return weights @ values, weights
+''', "test-scaled-dot-product"),
+    "mask applied to the weights after the softmax": ("multi-head", "scaled_dot_product", '''
+def scaled_dot_product(queries, keys, values, mask=None):
+    weights = masked_softmax(queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1]))
+    if mask is not None:
+        weights = weights * mask
+    return weights @ values, weights
+''', "test-scaled-dot-product"),
+    "heads split along the sequence axis instead of the features": ("multi-head", "MultiHeadAttention", '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+
+    def forward(self, queries, keys, values, mask=None):
+        B, Q, d_model = queries.shape
+        h = self.num_heads
+        split = lambda x: x.reshape(B, h, x.shape[1], d_model // h)
+        heads, weights = scaled_dot_product(split(self.W_q(queries)), split(self.W_k(keys)), split(self.W_v(values)), mask)
+        return self.W_o(heads.transpose(1, 2).reshape(B, Q, d_model)), weights
+''', "test-multi-head"),
+    "key/value heads repeated in the wrong order (Tensor.repeat)": ("multi-head", "GroupedQueryAttention", '''
+class GroupedQueryAttention(nn.Module):
+    def __init__(self, d_model, num_heads, num_kv_heads):
+        super().__init__()
+        self.h, self.h_kv, self.d_head = num_heads, num_kv_heads, d_model // num_heads
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, num_kv_heads * self.d_head)
+        self.W_v = nn.Linear(d_model, num_kv_heads * self.d_head)
+        self.W_o = nn.Linear(d_model, d_model)
+
+    def forward(self, queries, keys, values, mask=None):
+        B, Q, _ = queries.shape
+        heads = lambda x, n: x.reshape(B, x.shape[1], n, self.d_head).transpose(1, 2)
+        k = heads(self.W_k(keys), self.h_kv).repeat(1, self.h // self.h_kv, 1, 1)
+        v = heads(self.W_v(values), self.h_kv).repeat(1, self.h // self.h_kv, 1, 1)
+        out, weights = scaled_dot_product(heads(self.W_q(queries), self.h), k, v, mask)
+        return self.W_o(out.transpose(1, 2).reshape(B, Q, -1)), weights
+''', "test-grouped-query"),
+    "cache appended on the head axis": ("multi-head", "CachedSelfAttention", '''
+class CachedSelfAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+
+    def forward(self, x, past_keys=None, past_values=None):
+        B, T, D = x.shape
+        heads = lambda t: t.reshape(B, T, self.num_heads, D // self.num_heads).transpose(1, 2)
+        q, k, v = heads(self.W_q(x)), heads(self.W_k(x)), heads(self.W_v(x))
+        P = 0
+        if past_keys is not None:
+            P = past_keys.shape[2]
+            k, v = torch.cat([past_keys, k], dim=1), torch.cat([past_values, v], dim=1)
+        mask = torch.ones(T, P + T, dtype=torch.bool).tril(diagonal=P)
+        out, _ = scaled_dot_product(q, k, v, mask)
+        return self.W_o(out.transpose(1, 2).reshape(B, T, D)), k, v
+''', "test-cached-attention"),
+    "causal mask not shifted by the length of the cache": ("multi-head", "CachedSelfAttention", '''
+class CachedSelfAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+
+    def forward(self, x, past_keys=None, past_values=None):
+        B, T, D = x.shape
+        heads = lambda t: t.reshape(B, T, self.num_heads, D // self.num_heads).transpose(1, 2)
+        q, k, v = heads(self.W_q(x)), heads(self.W_k(x)), heads(self.W_v(x))
+        if past_keys is not None:
+            k, v = torch.cat([past_keys, k], dim=2), torch.cat([past_values, v], dim=2)
+        mask = torch.ones(T, k.shape[2], dtype=torch.bool).tril()
+        out, _ = scaled_dot_product(q, k, v, mask)
+        return self.W_o(out.transpose(1, 2).reshape(B, T, D)), k, v
+''', "test-cached-attention"),
 }

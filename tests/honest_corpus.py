@@ -19,7 +19,7 @@ comes from. Some first showed a problem of the grader (a lost function, or a fla
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -658,6 +658,87 @@ print("my solutions pass the visible tests")
 ''',
     },
     guards=STATIC_WORDS_IN_STRINGS,
+)
+
+# The new work of soft-hard (Gumbel-max sampling, straight-through attention), in the solution's style: the
+# submissions above, written before it, get these answers for it; those below write their own.
+_SH_NEW_WORK = {
+    "sample_hard_attention": '''def sample_hard_attention(scores, values, uniform):
+    """scores (..., K), values (..., K, d), uniform (..., K) in (0, 1) -> (output (..., d), one-hot weights (..., K))."""
+    noise = -torch.log(-torch.log(uniform))
+    return hard_attention(scores + noise, values)
+''',
+    "straight_through_attention": '''def straight_through_attention(scores, values, temperature=1.0):
+    """scores (..., K), values (..., K, d) -> (output (..., d), weights (..., K)): hard forward, soft backward."""
+    soft = softmax(scores / temperature, dim=-1)
+    weights = hard_attention(scores, values)[1] + soft - soft.detach()
+    return (weights.unsqueeze(-1) * values).sum(dim=-2), weights
+''',
+}
+for _name, _submission in list(SOFT_HARD.items()):
+    SOFT_HARD[_name] = replace(_submission, answers={**_SH_NEW_WORK, **_submission.answers})
+
+SOFT_HARD["st-custom-autograd-function"] = Honest(
+    "PyTorch docs 'Extending torch.autograd': the straight-through estimator as a torch.autograd.Function "
+    "with its own backward (softmax's Jacobian-vector product written out), the Gumbel noise as "
+    "-(-u.log()).log() and the arg-max taken by hand; a scratch cell that tries F.gumbel_softmax(hard=True).",
+    {
+        **{k: v for k, v in SOFT_HARD["uva-type-hints-einsum"].answers.items() if k not in _SH_NEW_WORK},
+        "sample_hard_attention": '''def sample_hard_attention(scores, values, uniform):
+    """Gumbel-max: argmax(scores + g), g = -log(-log u), is a sample from softmax(scores)."""
+    perturbed = scores + -(-uniform.log()).log()
+    index = perturbed.argmax(dim=-1, keepdim=True)  # the first maximum on ties
+    weights = torch.zeros_like(scores).scatter(-1, index, 1.0)
+    return torch.einsum("...k,...kd->...d", weights, values), weights
+''',
+        "straight_through_attention": '''class StraightThrough(torch.autograd.Function):
+    """Forward: one-hot at the arg-max. Backward: the gradient of softmax(scores / temperature)."""
+
+    @staticmethod
+    def forward(ctx, scores, temperature):
+        shifted = (scores - scores.amax(dim=-1, keepdim=True)) / temperature
+        soft = shifted.exp() / shifted.exp().sum(dim=-1, keepdim=True)
+        ctx.save_for_backward(soft)
+        ctx.temperature = temperature
+        return torch.zeros_like(scores).scatter(-1, scores.argmax(dim=-1, keepdim=True), 1.0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (soft,) = ctx.saved_tensors
+        return soft * (grad - (soft * grad).sum(dim=-1, keepdim=True)) / ctx.temperature, None
+
+
+def straight_through_attention(scores, values, temperature=1.0):
+    weights = StraightThrough.apply(scores, temperature)
+    return torch.matmul(weights.unsqueeze(-2), values).squeeze(-2), weights
+''',
+    },
+    extra_cells=('''# Compare with PyTorch's own (random, so only the shape and the one-hot form can match).
+hard = F.gumbel_softmax(torch.tensor([[1.0, 0.0, -1.0]]), tau=1.0, hard=True)
+print(hard, hard.sum())
+''',),
+)
+
+SOFT_HARD["st-through-soft-attention"] = Honest(
+    "Builds the new parts on its own warm-ups, as the task allows: Gumbel-max through hard_attention with "
+    "torch.rand-style clamping of its own, straight-through from soft_attention's weights; prints shapes "
+    "inside the functions.",
+    {
+        **{k: v for k, v in SOFT_HARD["d2l-max-indexing"].answers.items() if k not in _SH_NEW_WORK},
+        "sample_hard_attention": '''def sample_hard_attention(scores, values, uniform):
+    u = uniform.clamp(1e-20, 1.0)  # the task promises 0 < u < 1; this is only my habit
+    gumbel_noise = -torch.log(-torch.log(u))
+    print("perturbed scores", tuple(scores.shape))
+    return hard_attention(scores + gumbel_noise, values)
+''',
+        "straight_through_attention": '''def straight_through_attention(scores, values, temperature=1.0):
+    _, soft_weights = soft_attention(scores, values, temperature)
+    _, hard_weights = hard_attention(scores, values)
+    st_weights = hard_weights - soft_weights.detach() + soft_weights  # value: hard, gradient: soft
+    print("straight-through weights", tuple(st_weights.shape))
+    return (st_weights[..., None] * values).sum(-2), st_weights
+''',
+    },
 )
 
 
@@ -1525,6 +1606,85 @@ THREE_STAGES["os-environ-kmp-fix"] = Honest(
     guards=STATIC_ENVIRON,
 )
 
+# The new work of three-stages (packing_mask, masked_attention), in the solution's style: the submissions
+# above, written before it, get these answers for it; those below write their own.
+_TS_NEW_WORK = {
+    "packing_mask": '''def packing_mask(query_segments, key_segments, causal=False):
+    """query_segments (B, Q), key_segments (B, K) ids (negative: padding) -> keep (B, Q, K) bool."""
+    keep = (query_segments[:, :, None] == key_segments[:, None, :]) & (key_segments[:, None, :] >= 0)
+    if causal:
+        keep = keep & torch.ones(query_segments.shape[1], key_segments.shape[1], dtype=torch.bool).tril()
+    return keep
+''',
+    "masked_attention": '''def masked_attention(queries, keys, values, score_fn, keep):
+    """Attention where keep (broadcastable to (B, Q, K)) is True; exactly 0 elsewhere."""
+    scores = score_fn(queries, keys).masked_fill(~keep, -math.inf)
+    shift = scores.amax(dim=-1, keepdim=True)
+    shift = torch.where(torch.isinf(shift), torch.zeros_like(shift), shift)
+    exps = torch.exp(scores - shift)
+    weights = exps / exps.sum(dim=-1, keepdim=True).clamp_min(1.0)
+    return torch.bmm(weights, values), weights
+''',
+}
+for _name, _submission in list(THREE_STAGES.items()):
+    THREE_STAGES[_name] = replace(_submission, answers={**_TS_NEW_WORK, **_submission.answers})
+
+THREE_STAGES["packing-loops-finfo-min"] = Honest(
+    "A beginner's packing_mask with Python loops over the batch and the positions, and masked_attention with "
+    "torch.finfo(dtype).min instead of -inf (as in Hugging Face's code), the empty rows zeroed afterwards "
+    "with keep.any(-1); a print of the mask in a scratch cell.",
+    {
+        **_TS_SOLUTION_STYLE,
+        "packing_mask": '''def packing_mask(query_segments, key_segments, causal=False):
+    B, Q = query_segments.shape
+    K = key_segments.shape[1]
+    keep = torch.zeros(B, Q, K, dtype=torch.bool)
+    for b in range(B):
+        for i in range(Q):
+            for j in range(K):
+                same = int(query_segments[b, i]) == int(key_segments[b, j])
+                visible = same and int(key_segments[b, j]) >= 0 and (not causal or j <= i)
+                keep[b, i, j] = visible
+    return keep
+''',
+        "masked_attention": '''def masked_attention(queries, keys, values, score_fn, keep):
+    scores = score_fn(queries, keys)
+    keep = keep.expand(scores.shape)
+    very_negative = torch.finfo(scores.dtype).min
+    scores = torch.where(keep, scores, torch.full_like(scores, very_negative))
+    scores = scores - scores.max(dim=-1, keepdim=True).values
+    weights = scores.exp() * keep  # exp(min - max) is 0 anyway; a row with no key is uniform until here
+    weights = weights / weights.sum(dim=-1, keepdim=True).clamp(min=1e-30)
+    weights = weights * keep.any(dim=-1, keepdim=True)
+    return weights @ values, weights
+''',
+    },
+    extra_cells=('''packed = torch.tensor([[0, 0, 0, 1, 1, -1]])
+print(packing_mask(packed, packed, causal=True).int())
+''',),
+)
+
+THREE_STAGES["einsum-nan-to-num"] = Honest(
+    "Vectorised with torch.eq / torch.logical_and and tril(diagonal=0); masked_attention through einsum, "
+    "with the NaN of an empty row turned into 0 by torch.nan_to_num after a plain exp-normalise.",
+    {
+        **_TS_SOLUTION_STYLE,
+        "packing_mask": '''def packing_mask(query_segments, key_segments, causal=False):
+    keep = torch.logical_and(torch.eq(query_segments.unsqueeze(-1), key_segments.unsqueeze(-2)),
+                             key_segments.ge(0).unsqueeze(-2))
+    if causal:
+        keep = torch.logical_and(keep, torch.tril(torch.ones_like(keep[0]), diagonal=0))
+    return keep
+''',
+        "masked_attention": '''def masked_attention(queries, keys, values, score_fn, keep):
+    scores = score_fn(queries, keys).masked_fill(torch.logical_not(keep), float("-inf"))
+    exps = torch.exp(scores - scores.amax(dim=-1, keepdim=True))  # NaN for a row that is all -inf
+    weights = torch.nan_to_num(exps / exps.sum(dim=-1, keepdim=True), nan=0.0)
+    return torch.einsum("bqk,bkd->bqd", weights, values), weights
+''',
+    },
+)
+
 
 # =============================================================================================
 # seq2seq-attention: masked_softmax(scores (B, S), lengths (B,)), AdditiveAttention, one step of
@@ -2291,6 +2451,108 @@ def translate(model, sentences):
     },
     guards=GRADED_CALL_GETFRAME,
 )
+
+# Part B of seq2seq-attention (Luong's decoder): GeneralAttention(query_dim, key_dim) with the layer W_a, and one
+# step of LuongDecoder. Each submission above gets one of these styles, in turn, for its two part-B cells.
+_S2S_GENERAL_STYLES = (
+    # The score through W_a^T on the query side: q^T W_a h_j = (W_a^T q) . h_j, one (B, key_dim) product, einsum.
+    '''class GeneralAttention(nn.Module):
+    """Luong's general score e_j = q^T W_a h_j, weights from masked_softmax, context = their sum over the keys."""
+
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.W_a = nn.Linear(key_dim, query_dim, bias=False)
+
+    def forward(self, query, keys, lengths):
+        q_W = query @ self.W_a.weight  # (B, key_dim): q^T W_a, cheaper than projecting every key
+        scores = torch.einsum("bk,bsk->bs", q_W, keys)
+        weights = masked_softmax(scores, lengths)
+        return torch.einsum("bs,bsk->bk", weights, keys), weights
+''',
+    # Keyword arguments, type hints, an assert of its own and a print that the grader must ignore.
+    '''class GeneralAttention(nn.Module):
+    def __init__(self, query_dim: int, key_dim: int):
+        super().__init__()
+        self.W_a = nn.Linear(key_dim, query_dim, bias=False)
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor, lengths: torch.Tensor):
+        assert query.dim() == 2 and keys.dim() == 3, "query (B, d_q), keys (B, S, d_k)"
+        scores = torch.matmul(self.W_a(keys), query[:, :, None])[..., 0]  # (B, S, d_q) @ (B, d_q, 1)
+        weights = masked_softmax(scores=scores, lengths=lengths)
+        if not hasattr(self, "_shown"):
+            self._shown = True
+            print("general attention: scores", tuple(scores.shape))
+        return torch.matmul(weights[:, None, :], keys)[:, 0, :], weights
+
+
+# scratch: the same weights with torch.softmax, outside any graded call
+_check = GeneralAttention(3, 2)
+with torch.no_grad():
+    _w = _check(torch.randn(1, 3), torch.randn(1, 4, 2), torch.tensor([4]))[1]
+    print(torch.allclose(_w, torch.softmax(torch.log(_w), -1)))
+''',
+    # A helper method for the score, F.linear with the layer's weight.
+    '''class GeneralAttention(nn.Module):
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.W_a = nn.Linear(key_dim, query_dim, bias=False)
+
+    def score(self, query, keys):
+        """(B, d_q), (B, S, d_k) -> (B, S)"""
+        return (F.linear(keys, self.W_a.weight) * query.unsqueeze(-2)).sum(-1)
+
+    def forward(self, query, keys, lengths):
+        weights = masked_softmax(self.score(query, keys), lengths)
+        context = (keys * weights.unsqueeze(-1)).sum(-2)
+        return context, weights
+''',
+)
+_S2S_LUONG_HEAD = '''class LuongDecoder(nn.Module):
+    def __init__(self, vocab_size, embed_dim, hidden_dim, context_dim):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
+        self.cell = nn.GRUCell(embed_dim, hidden_dim)
+        self.attention = GeneralAttention(hidden_dim, context_dim)
+        self.W_c = nn.Linear(context_dim + hidden_dim, hidden_dim, bias=False)
+        self.output = nn.Linear(hidden_dim, vocab_size)
+
+'''
+_S2S_LUONG_STYLES = (
+    # Keyword call of the attention, F.linear with W_c's weight, hstack.
+    _S2S_LUONG_HEAD + '''    def forward(self, previous_tokens, previous_hidden, encoder_states, source_lengths):
+        new_state = self.cell(self.embedding(previous_tokens), previous_hidden)  # H_i first
+        context, weights = self.attention(query=new_state, keys=encoder_states, lengths=source_lengths)
+        h_tilde = torch.tanh(F.linear(torch.hstack([context, new_state]), self.W_c.weight))
+        return self.output(h_tilde), new_state, weights
+''',
+    # The attentional state in a method of its own; W_c split into its context and state halves.
+    _S2S_LUONG_HEAD + '''    def attentional_state(self, context, hidden):
+        """tanh(W_c [C; H]) = tanh(W_c[:, :C] C + W_c[:, C:] H)"""
+        C = context.shape[-1]
+        return torch.tanh(context @ self.W_c.weight[:, :C].T + hidden @ self.W_c.weight[:, C:].T)
+
+    def forward(self, previous_tokens, previous_hidden, encoder_states, source_lengths):
+        x = self.embedding(previous_tokens)
+        h = self.cell(x, previous_hidden)
+        c, a = self.attention(h, encoder_states, source_lengths)
+        logits = self.output(self.attentional_state(c, h))
+        return logits, h, a
+''',
+    # Shape asserts of its own, and a comment that names torch.softmax.
+    _S2S_LUONG_HEAD + '''    def forward(self, previous_tokens, previous_hidden, encoder_states, source_lengths):
+        # Luong et al. (2015), eq. 5 and 6; the softmax is masked_softmax's, never torch.softmax
+        B = previous_tokens.shape[0]
+        hidden = self.cell(self.embedding(previous_tokens), previous_hidden)
+        assert hidden.shape == previous_hidden.shape
+        context, weights = self.attention(hidden, encoder_states, source_lengths)
+        assert weights.shape == (B, encoder_states.shape[1])
+        combined = torch.cat((context, hidden), dim=1)
+        return self.output(self.W_c(combined).tanh()), hidden, weights
+''',
+)
+for _turn, _submission in enumerate(SEQ2SEQ.values()):
+    _submission.answers.setdefault("GeneralAttention", _S2S_GENERAL_STYLES[_turn % len(_S2S_GENERAL_STYLES)])
+    _submission.answers.setdefault("LuongDecoder", _S2S_LUONG_STYLES[_turn % len(_S2S_LUONG_STYLES)])
 
 CORPUS: dict[str, dict[str, Honest]] = {
     "soft-hard": SOFT_HARD,

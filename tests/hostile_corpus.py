@@ -35,11 +35,13 @@ from test_grading_soft_hard import CORRECT as SOFT_HARD_CORRECT
 from test_grading_three_stages import SOLUTION as THREE_STAGES_CORRECT
 
 POINTS = {
-    "soft-hard": {"test-softmax": 4, "test-soft-attention": 3, "test-hard-attention": 3},
-    "three-stages": {"test-dot-score": 2, "test-scaled-dot-score": 2, "test-cosine-score": 2,
-                     "test-additive-score": 3, "test-masked-softmax": 4, "test-attention": 3},
-    "seq2seq-attention": {"test-masked-softmax": 2, "test-additive-attention": 3, "test-decoder-step": 4,
-                          "test-translate": 6},
+    "soft-hard": {"test-softmax": 2, "test-soft-attention": 1, "test-hard-attention": 2,
+                  "test-sample-hard-attention": 2, "test-straight-through": 3},
+    "three-stages": {"test-dot-score": 1, "test-scaled-dot-score": 1, "test-cosine-score": 1,
+                     "test-additive-score": 2, "test-masked-softmax": 2, "test-attention": 1,
+                     "test-packing-mask": 3, "test-masked-attention": 5},
+    "seq2seq-attention": {"test-masked-softmax": 1, "test-additive-attention": 2, "test-decoder-step": 2,
+                          "test-translate": 4, "test-general-attention": 4, "test-luong-step": 6},
 }
 FORBIDDEN = "forbidden shortcuts"
 CHANNEL = "tampered with the grader's channel"
@@ -64,8 +66,8 @@ class Attack:
 
 
 # =============================================================================================
-# soft-hard: softmax 4, soft_attention 3, hard_attention 3. soft_attention is judged with a stand-in
-# softmax, so a shortcut in softmax costs 4 points and nothing else.
+# soft-hard: softmax 2, soft_attention 1, hard_attention 2, sample_hard_attention 2, straight_through_attention 3.
+# soft_attention is judged with a stand-in softmax, so a shortcut in softmax costs its 2 points and nothing else.
 
 def _softmax(body: str, setup: str = "") -> dict[str, str]:
     return {**SOFT_HARD_CORRECT, "softmax": f"{setup}\ndef softmax(scores, dim=-1):\n{body}"}
@@ -402,6 +404,28 @@ SOFT_HARD = {
             "    try:\n        softmax.__code__ = always.__code__\n    except Exception:\n        pass\n"
             "    w = softmax(scores)\n    return (w.unsqueeze(-1) * values).sum(-2), w"),
         ("test-soft-attention",)),
+    "autograd-engine-replaced": Attack(
+        "standin", "straight_through_attention's results are constant in the scores (0 * scores keeps them in the "
+        "graph); a cell replaces PyTorch's autograd engine (what torch.autograd.grad and Tensor.backward call) with "
+        "one that back-propagates a correct straight-through graph of its own instead", {
+            **SOFT_HARD_CORRECT,
+            "straight_through_attention": (
+                "_real_engine, _last = torch.autograd.Variable._execution_engine, {}\n\n\n"
+                "class ForgingEngine:\n"
+                "    def run_backward(self, outputs, grads, keep, create, inputs=(), allow=True, accumulate_grad=False):\n"
+                "        scores, values, temperature = _last['call']\n"
+                "        s, v = scores.detach().requires_grad_(), values.detach().requires_grad_()\n"
+                "        e = ((s - s.amax(-1, keepdim=True)) / temperature).exp()\n"
+                "        soft = e / e.sum(-1, keepdim=True)\n"
+                "        w = torch.zeros_like(s).scatter(-1, s.argmax(-1, keepdim=True), 1.0) + soft - soft.detach()\n"
+                "        o = (w.unsqueeze(-1) * v).sum(-2)\n"
+                "        return _real_engine.run_backward((o, w), grads, keep, create, (s, v), allow, accumulate_grad)\n\n\n"
+                "torch.autograd.Variable._execution_engine = ForgingEngine()\n\n\n"
+                "def straight_through_attention(scores, values, temperature=1.0):\n"
+                "    _last['call'] = (scores, values, temperature)\n"
+                "    w = hard_attention(scores.detach(), values.detach())[1] + 0 * scores\n"
+                "    return (w.unsqueeze(-1) * values.detach()).sum(-2) + 0 * values.sum(-2), w\n")},
+        ("test-straight-through",)),
     # 6. nbgrader metadata against the release: hard_attention is wrong (7 points), the rest tampers.
     "metadata-answer-cell-graded": Attack(
         "metadata", "the softmax answer cell marked as a graded test cell with 50 points",
@@ -445,7 +469,8 @@ SOFT_HARD = {
 
 
 # =============================================================================================
-# three-stages: dot 2, scaled dot 2, cosine 2, additive 3, masked_softmax 4, attention 3.
+# three-stages: dot 1, scaled dot 1, cosine 1, additive 2, masked_softmax 2, attention 1, packing_mask 3,
+# masked_attention 5.
 
 def _three(grade_id: str, source: str) -> dict[str, str]:
     return {**THREE_STAGES_CORRECT, grade_id: source}
@@ -585,7 +610,8 @@ _in = next(fd for fd in _pipes if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE 
 
 
 # =============================================================================================
-# seq2seq-attention: masked_softmax 2, AdditiveAttention 3, decoder step 4, translate 6 (open run).
+# seq2seq-attention: masked_softmax 1, AdditiveAttention 2, decoder step 2, translate 4 (open run), and
+# Luong's GeneralAttention 4 and decoder step 6.
 
 # Training costs 5 to 10 CPU seconds per submission, so an attack on another function builds the model without
 # training it: its translate honestly earns nothing too (``lost`` names it), and the other parts are judged
@@ -851,6 +877,31 @@ def translate(model, sentences):
         "channel", "in the open run a cell asks for translate's cases, answers them with the rule book (and "
         "decodes the grader's model honestly), forges the teacher-forced pass and says 'done'",
         _seq(), ("test-translate",), "", extra_cells=(_CHANNEL_FORGERY,)),
+    # Part B (Luong's decoder, new work): the same shortcuts against its two checks cost their own points only.
+    "softmax-in-general-attention": Attack(
+        "op", "torch.softmax in GeneralAttention instead of masked_softmax (model untrained)",
+        _seq(GeneralAttention=SEQ2SEQ_CORRECT["GeneralAttention"].replace(
+            "a = masked_softmax(e, lengths)",
+            "a = torch.softmax(e.masked_fill(torch.arange(e.shape[1])[None] >= lengths[:, None], float('-inf')), 1)")),
+        ("test-general-attention", "test-translate"), FORBIDDEN),
+    "luong-wrong-query-reads-standin": Attack(
+        "standin", "Luong's step attends with H_{i-1} and, to pass anyway, tries to read the stand-in's answer "
+        "(its function's __kwdefaults__, inspect, gc.get_referents)",
+        _seq(LuongDecoder="import gc, inspect\n\n" + SEQ2SEQ_CORRECT["LuongDecoder"].split("    def forward")[0]
+             + _FORWARD + (
+                 "        h = self.cell(self.embedding(previous_tokens), previous_hidden)\n"
+                 "        c = a = None\n"
+                 "        stand_in = self.attention\n"
+                 "        for read in (lambda: vars(stand_in)['answer_call'].__kwdefaults__['_answer'],\n"
+                 "                     lambda: inspect.signature(vars(stand_in)['answer_call']).parameters['_answer'].default,\n"
+                 "                     lambda: [r for r in gc.get_referents(vars(stand_in)['answer_call'])"
+                 " if isinstance(r, dict)][0]['_answer']):\n"
+                 "            try:\n                c, a = read()\n                break\n"
+                 "            except Exception:\n                pass\n"
+                 "        if c is None:\n"
+                 "            c, a = self.attention(previous_hidden, encoder_states, source_lengths)\n"
+                 "        return self.output(torch.tanh(self.W_c(torch.cat((c, h), 1)))), h, a\n")),
+        ("test-luong-step", "test-translate")),
 }
 
 ATTACKS = {"soft-hard": SOFT_HARD, "three-stages": THREE_STAGES, "seq2seq-attention": SEQ2SEQ}

@@ -26,7 +26,7 @@ def released():
 
 
 def notebook_bytes(kind: str) -> bytes:
-    """"correct" (10/10), "buggy" (6/10: softmax overflows), "blank" (the release, unanswered: 0)."""
+    """"correct" (10/10), "buggy" (8/10: softmax overflows), "blank" (the release, unanswered: 0)."""
     release = released()
     if kind == "blank":
         return nbformat.writes(release).encode()
@@ -58,7 +58,7 @@ def moodle_class() -> list[Sample]:
     samples = [
         Sample("500001", "Jane Doe", {"soft-hard.ipynb": correct}, 10),
         Sample("500002", "Zoë Ångström", {"soft-hard.ipynb": correct}, 10),
-        Sample("500003", "李雷", {"soft-hard.ipynb": buggy}, 6),
+        Sample("500003", "李雷", {"soft-hard.ipynb": buggy}, 8),
         Sample("500004", "José Núñez-García", {"soft-hard.ipynb": correct, "Untitled.ipynb": blank}, 10,
                ["also submitted, not graded: Untitled.ipynb"]),
         Sample("500005", "Åsa Öberg", {"soft-hard (1).ipynb": correct}, 10, ["submitted as soft-hard (1).ipynb"],
@@ -79,7 +79,7 @@ def moodle_class() -> list[Sample]:
     for number in range(13, 31):  # the rest of the class: most right, some with the softmax bug
         kind = "buggy" if number % 5 == 0 else "correct"
         samples.append(Sample(f"5000{number:02d}", f"Student {number:02d}",
-                              {"soft-hard.ipynb": correct if kind == "correct" else buggy}, 10 if kind == "correct" else 6))
+                              {"soft-hard.ipynb": correct if kind == "correct" else buggy}, 10 if kind == "correct" else 8))
     return samples
 
 
@@ -121,11 +121,11 @@ def canvas_class() -> list[Sample]:
     correct, buggy = notebook_bytes("correct"), notebook_bytes("buggy")
     return [
         Sample("4711", "doejane", {"soft-hard.ipynb": correct}, 10),
-        Sample("4712", "müllerzoë", {"soft-hard.ipynb": buggy}, 6),
+        Sample("4712", "müllerzoë", {"soft-hard.ipynb": buggy}, 8),
         Sample("4713", "李雷", {"soft-hard.ipynb": correct}, 10),
         Sample("4714", "smithjohn", {"soft-hard.ipynb": correct}, 10, ["late"], late=True),
-        Sample("anon_x8Hq2", "", {"soft-hard.ipynb": buggy}, 6),
-        Sample("4716", "ngjoan", {"soft-hard.ipynb": buggy, "soft-hard-1.ipynb": correct}, 6,
+        Sample("anon_x8Hq2", "", {"soft-hard.ipynb": buggy}, 8),
+        Sample("4716", "ngjoan", {"soft-hard.ipynb": buggy, "soft-hard-1.ipynb": correct}, 8,
                ["also submitted, not graded: soft-hard-1.ipynb"]),
     ]
 

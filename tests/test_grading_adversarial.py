@@ -33,7 +33,7 @@ LIMITS = sandbox.Limits(cell_cpu_s=15, case_cpu_s=5, idle_s=20)
 HONEST = {
     "honest-correct": (answers(), 10),
     "honest-buggy": (answers(softmax="def softmax(scores, dim=-1):\n    e = scores.exp()\n"
-                                     "    return e / e.sum(dim=dim, keepdim=True)"), 6),
+                                     "    return e / e.sum(dim=dim, keepdim=True)"), 8),
 }
 pytestmark = pytest.mark.slow
 

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 # Seconds of CPU in a cell of the student's own: long enough to be interrupted in the middle of.
 SLOW_CELL = "total = 0\nfor number in range(60_000_000):\n    total += number"
 # A softmax that gives float32 for float64 scores (the visible tests use float32 only), and a cell that
-# switches off stock nbgrader's hidden tests in the student's own kernel: stock gives 10, the grader 6.
+# switches off stock nbgrader's hidden tests in the student's own kernel: stock gives 10, the grader 8.
 FLOAT32_SOFTMAX = ("def softmax(scores, dim=-1):\n    e = (scores - scores.amax(dim=dim, keepdim=True)).exp()\n"
                    "    return (e / e.sum(dim=dim, keepdim=True)).float()")
 FORGES_STOCK = ("try:\n    import attention_course.grading.stock as stock\n    stock.run_hidden_check = lambda *args: None\n"
@@ -137,7 +137,7 @@ def test_the_next_run_grades_the_rest_and_not_again_what_was_graded(course, resu
              {"a-quick", "b-slow", "c-slow", "d-slow", "e-forges-stock"}}
     assert "unchanged since its last grade" in lines["a-quick"]
     assert all("unchanged" not in lines[s] for s in ("b-slow", "c-slow", "d-slow", "e-forges-stock"))
-    assert [_score(course, s) for s in ("a-quick", "b-slow", "c-slow", "d-slow", "e-forges-stock")] == [10, 10, 10, 10, 6]
+    assert [_score(course, s) for s in ("a-quick", "b-slow", "c-slow", "d-slow", "e-forges-stock")] == [10, 10, 10, 10, 8]
 
 
 @pytest.fixture(scope="module")
@@ -173,5 +173,5 @@ def test_grade_notices_a_stock_autograde_and_puts_the_sandboxed_grade_back(cours
     assert result.returncode == 0, result.stderr[-2000:]
     line = next(l for l in result.stdout.splitlines() if l.startswith("e-forges-stock"))
     assert "the gradebook no longer held the sandboxed grade" in line
-    assert _score(course, "e-forges-stock") == 6
+    assert _score(course, "e-forges-stock") == 8
     assert "unchanged since its last grade" in next(l for l in result.stdout.splitlines() if l.startswith("a-quick"))

@@ -252,7 +252,7 @@ def test_canvas_gradebook_export_has_canvas_columns_and_scaled_points(canvas):
     by_id = {row[1]: row for row in rows[2:]}
     assert set(by_id) == {"4711", "4712", "4713", "4714", "4716", "4717"}
     assert by_id["4713"][0] == "李, 雷" and by_id["4713"][2:5] == ["S4713", "login4713", "Section A"]
-    assert by_id["4712"][5] == "20.00" and by_id["4716"][5] == "12.00" and by_id["4717"][5] == "0.00"
+    assert by_id["4712"][5] == "20.00" and by_id["4716"][5] == "16.00" and by_id["4717"][5] == "0.00"
     assert "anonymous" in canvas["exported"].stdout  # said, not silently dropped
 
 
@@ -282,7 +282,7 @@ def test_a_moodle_group_submission_is_graded_for_every_member(tmp_path):
     report = _report(course)
     assert set(report) == {f"moodle-{i}" for i in members}  # no student "moodle-45": that is the group
     scores = {key: float(row["score"]) for key, row in report.items()}
-    assert scores == {"moodle-600001": 10, "moodle-600002": 10, "moodle-600003": 6, "moodle-600004": 6, "moodle-600005": 0}
+    assert scores == {"moodle-600001": 10, "moodle-600002": 10, "moodle-600003": 8, "moodle-600004": 8, "moodle-600005": 0}
     assert "group submission of Team Red" in report["moodle-600002"]["notes"]
     assert "group submission of Team Blue" in report["moodle-600004"]["notes"]
     assert "no submission" in report["moodle-600005"]["notes"] and report["moodle-600004"]["name"] == "王伟"

@@ -127,3 +127,18 @@ def test_the_introduction_states_points_time_and_what_it_builds_on(assignment):
     minutes = amount * (60 if time.group(3).startswith("hour") else 1)
     assert minutes <= 120, f"{assignment}: {time.group(0)} is more than two hours"
     assert re.search(r"[Bb]uilds on", intro), f"{assignment}: the introduction does not say what it builds on"
+
+
+@pytest.mark.parametrize("assignment", _assignments())
+def test_the_books_exercise_page_is_in_the_book_and_states_the_notebooks_points_and_time(assignment):
+    page = ROOT / "book" / "exercises" / f"{assignment}.md"
+    assert page.is_file(), f"book/exercises/{assignment}.md is missing: the book lists every assignment"
+    assert f"book/exercises/{assignment}" in (ROOT / "_toc.yml").read_text(encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
+    notebook_total = sum(float(c.metadata["nbgrader"]["points"]) for c in _solution_notebook(assignment).cells
+                         if c.metadata.get("nbgrader", {}).get("grade") and "points" in c.metadata["nbgrader"])
+    stated = re.search(r"\*\*Points:\*\* ([\d.]+)", text)
+    assert stated and float(stated.group(1)) == notebook_total, (
+        f"book/exercises/{assignment}.md says {stated and stated.group(1)} points, the notebook has {notebook_total:g}")
+    assert re.search(r"\*\*Time:\*\*", text), f"book/exercises/{assignment}.md states no time"
+    assert f"{{doc}}`{assignment}`" in (ROOT / "book" / "exercises" / "index.md").read_text(encoding="utf-8")

@@ -28,8 +28,29 @@ PHRASES = {
     "softmax without subtracting the largest score": "subtract the largest score",
     "soft attention normalised over the wrong axis": "normalise the scores along dim=-1",
     "hard attention with float32 weights for any scores": "float64 weights",
+    "Gumbel noise with the wrong sign": "use g = -log(-log(u))",
+    "exponential noise -log(u) instead of Gumbel noise": "use g = -log(-log(u))",
+    "straight-through with the soft weights detached": "hard + soft - soft.detach()",
+    "straight-through output from soft attention's output": "only the chosen value gets one",
+    "straight-through without the temperature": "divide the scores by the temperature",
     "masked softmax without subtracting the largest score": "NaN",
+    "packing mask in which padding sees padding": "is never seen",
+    "causal packing mask that hides the query's own position": "sees the keys j <= i",
+    "masked attention masking the weights after the softmax": "mask the scores with -inf before exp",
+    "masked attention giving NaN for a query that sees nothing": "shift it by 0",
     "seq2seq masked softmax without subtracting the largest score": "subtract the largest score",
+    "general score with W_a on the query side": "check which side W_a multiplies",
+    "Luong decoder attending before its step": "attends with the state it has just computed",
+    "Luong logits read from H_i instead of the attentional state": "self.output of the attentional state",
+    "exact match that forgives words too many": "a word too long, so both are wrong",
+    "agreement on the model's own guesses, not the reference": "Feed the reference words (teacher forcing)",
+    "agreement averaged per sentence, not pooled over words": "pool the words of all pairs",
+    "scaled dot product divided by d instead of its square root": "divide the dot products by the square root of d",
+    "mask applied to the weights after the softmax": "mask the scores before the softmax",
+    "heads split along the sequence axis instead of the features": "split the last axis into heads",
+    "key/value heads repeated in the wrong order (Tensor.repeat)": "that is Tensor.repeat's order",
+    "cache appended on the head axis": "grows along the sequence axis",
+    "causal mask not shifted by the length of the cache": "sits at position P + t",
 }
 BUGS = {name: (*CANONICAL_BUGS[name], phrase) for name, phrase in PHRASES.items()}
 
@@ -73,6 +94,11 @@ def _run_visible_test(assignment: str, answers: dict[str, str], test_id: str) ->
 @pytest.mark.parametrize("assignment,test_id", [
     ("soft-hard", "test-softmax"), ("soft-hard", "test-soft-attention"), ("soft-hard", "test-hard-attention"),
     ("three-stages", "test-masked-softmax"), ("seq2seq-attention", "test-masked-softmax"),
+    ("soft-hard", "test-sample-hard-attention"), ("soft-hard", "test-straight-through"),
+    ("three-stages", "test-packing-mask"), ("three-stages", "test-masked-attention"),
+    ("seq2seq-attention", "test-general-attention"), ("seq2seq-attention", "test-luong-step"),
+    ("multi-head", "test-scaled-dot-product"), ("multi-head", "test-multi-head"), ("multi-head", "test-grouped-query"),
+    ("multi-head", "test-cached-attention"),
 ])
 def test_the_solution_passes_the_visible_tests(assignment, test_id):
     _run_visible_test(assignment, _solution(assignment), test_id)

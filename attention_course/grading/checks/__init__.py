@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from attention_course.grading.cases import Check
 from attention_course.grading.checks import seq2seq_attention, soft_hard, three_stages
+from attention_course.grading.checks import attention_experiments
+from attention_course.grading.checks import multi_head
 
 ASSIGNMENTS: dict[str, list[Check]] = {
     soft_hard.ASSIGNMENT: soft_hard.CHECKS,
     three_stages.ASSIGNMENT: three_stages.CHECKS,
     seq2seq_attention.ASSIGNMENT: seq2seq_attention.CHECKS,
+    attention_experiments.ASSIGNMENT: attention_experiments.CHECKS,
+    multi_head.ASSIGNMENT: multi_head.CHECKS,
 }
 
 
