@@ -55,7 +55,8 @@ def measure(course: Course, assignment: str, warm: bool) -> dict:
     results = [json.loads(p.read_text()) for p in sorted(course.results_dir.rglob("*.json"))]
     results = [r for r in results if isinstance(r, dict) and "cpu_seconds" in r]
     n = len(summaries)
-    assert all(s.score == s.max_score > 0 for s in summaries), [(s.student, s.score, s.flags) for s in summaries]
+    # Full autograded marks (written answers, graded by hand, await the instructor).
+    assert all(s.auto_score == s.auto_max > 0 for s in summaries), [(s.student, s.score, s.flags) for s in summaries]
     record_s = sum(recording)
     return {
         "notebooks": n,

@@ -8,6 +8,8 @@ points and name what it did in the summary. Placeholders in braces are filled in
 
 from __future__ import annotations
 
+from attention_course.grading.checks import checks_for
+
 WRONG = {
     "softmax": "def softmax(scores, dim=-1):\n    return scores",
     "soft_attention": "def soft_attention(scores, values, temperature=1.0):\n    return values.sum(-2), scores",
@@ -30,10 +32,12 @@ def _shortcut(body: str, setup: str = "") -> dict[str, str]:
     }
 
 
+SOFT_ATTENTION_POINTS = checks_for("soft-hard")["test-soft-attention"].points
+
 # name -> dict(answers=..., extra=[cells appended], file=special file handling,
 #              flag=fragment expected in the summary, alternatives separated by "|",
 #              score=what the honest part earns: 0 unless said; the shortcuts' soft_attention is correct code,
-#              judged with correct softmax weights, so it earns its 3 points and the shortcut costs softmax's 4)
+#              judged with correct softmax weights, so it earns its points and the shortcut costs softmax's)
 ATTACKS = {
     "ipython-input-transformer": dict(
         extra=["ip = get_ipython()\n"
@@ -106,14 +110,14 @@ ATTACKS = {
     "many-lines": dict(extra=["for i in range(100_000):\n    print(i)"], flag="printed more than the grader keeps"),
     "forbidden-aliased-import": dict(
         answers=_shortcut("    return sm(scores, dim)", "from torch.nn.functional import softmax as sm"),
-        flag="forbidden shortcuts", score=3),
+        flag="forbidden shortcuts", score=SOFT_ATTENTION_POINTS),
     "forbidden-getattr": dict(
-        answers=_shortcut("    return getattr(torch, 'soft' + 'max')(scores, dim)"), flag="forbidden shortcuts", score=3),
+        answers=_shortcut("    return getattr(torch, 'soft' + 'max')(scores, dim)"), flag="forbidden shortcuts", score=SOFT_ATTENTION_POINTS),
     "forbidden-aten": dict(
-        answers=_shortcut("    return torch.ops.aten._softmax(scores, dim, False)"), flag="forbidden shortcuts", score=3),
+        answers=_shortcut("    return torch.ops.aten._softmax(scores, dim, False)"), flag="forbidden shortcuts", score=SOFT_ATTENTION_POINTS),
     "forbidden-disabled-torch-function": dict(
         answers=_shortcut("    with torch._C.DisableTorchFunction():\n        return torch.softmax(scores, dim)"),
-        flag="forbidden shortcuts", score=3),
+        flag="forbidden shortcuts", score=SOFT_ATTENTION_POINTS),
     "hidden-test-leak": dict(
         extra=["import glob\nprint(glob.glob('/**/*.ipynb', recursive=True)[:20])"],
         flag="reaches for files outside its folder"),

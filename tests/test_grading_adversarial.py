@@ -21,6 +21,7 @@ from nbgrader.api import Gradebook
 
 from adversarial_corpus import ATTACKS, WRONG
 from attention_course.grading import sandbox
+from attention_course.grading.checks import checks_for
 from attention_course.grading.course import Course
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
@@ -168,7 +169,7 @@ def test_nothing_outside_the_sandbox_changed(batch):
 
 def test_the_results_file_holds_the_grader_verdict_not_the_attackers(batch):
     result = NotebookResult.load(results_path(batch["course"].results_dir, ASSIGNMENT, "writes-results-file", ASSIGNMENT))
-    assert set(result.checks) == {"test-softmax", "test-soft-attention", "test-hard-attention"}
+    assert set(result.checks) == set(checks_for(ASSIGNMENT))  # every check of the assignment, as the grader judged it
     assert result.score == 0
 
 
