@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from attention_course.grading.checks import checks_for
 from test_grading_seq2seq_attention import CORRECT as SEQ2SEQ_CORRECT
 from test_grading_soft_hard import CORRECT as SOFT_HARD_CORRECT
 from test_grading_three_stages import SOLUTION as THREE_STAGES_CORRECT
@@ -376,7 +377,7 @@ SOFT_HARD = {
     # 3. The channel, from a cell: ask for the inputs before the graded child does (sealed run: all lost).
     "channel-steal-argv": Attack(
         "channel", "a cell writes ('ready', phase) on the runner's channel (fds from sys.argv) and reads the cases",
-        SOFT_HARD_CORRECT, ("test-softmax", "test-soft-attention", "test-hard-attention"), CHANNEL,
+        SOFT_HARD_CORRECT, tuple(g for g, c in checks_for("soft-hard").items() if c.phase == "sealed"), CHANNEL,
         extra_cells=("import os, sys\n_out, _in = int(sys.argv[-2]), int(sys.argv[-1])\n" + _STEAL,)),
     # 4. Fooling a stand-in: soft_attention forgets the temperature, which only a fooled stand-in would forgive.
     "standin-patched-comparisons": Attack(
