@@ -1,6 +1,8 @@
 """Attention, one small function per idea: the reference implementations of the graded functions.
 
-Shapes: B batch, Q queries, K keys, d features. The three stages of attention are a score for every
+Shapes, in the book's notation (chapter 1): B batch, T queries, S keys (and values), d the size of
+queries and keys, d_v the size of values. The error messages name the same sizes as the exercises'
+task texts do, Q for T and K for S. The three stages of attention are a score for every
 query–key pair (``dot_score``, ``scaled_dot_score``, ``cosine_score``, ``AdditiveScore``), a softmax
 that turns the scores into weights (``softmax``, ``masked_softmax``), and a weighted sum of the
 values (``soft_attention``, ``attention``). ``hard_attention`` replaces the weights with a one-hot pick.
@@ -130,7 +132,7 @@ def _valid_lens_per_query(valid_lens: torch.Tensor, scores: torch.Tensor) -> tor
 
 
 def softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Weights that are positive and sum to 1 along ``dim``: exp(s_i) / sum_j exp(s_j).
+    """Weights that are positive and sum to 1 along ``dim``: a_j = exp(s_j) / sum_l exp(s_l).
 
     scores: any shape. Returns a tensor of the same shape. Entries of -inf get weight exactly 0,
     and a slice that is all -inf (everything masked) gets all zeros rather than NaN.
@@ -153,31 +155,31 @@ def soft_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attend to every value at once, each in proportion to softmax(scores / temperature).
 
-    scores (..., K), values (..., K, d) -> (output (..., d), weights (..., K)).
+    scores (..., S), values (..., S, d_v) -> (output (..., d_v), weights (..., S)).
     A small temperature sharpens the weights towards hard attention; a large one flattens them
     towards the plain average of the values.
     """
     _check_scores_and_values(scores, values)
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    weights = softmax(scores / temperature, dim=-1)  # (..., K), sums to 1
-    # output = sum_j weights_j * values_j: every value contributes, so gradients reach every score.
-    output = (weights.unsqueeze(-1) * values).sum(dim=-2)  # (..., d)
+    weights = softmax(scores / temperature, dim=-1)  # (..., S), sums to 1
+    # output = sum_j a_j v_j: every value contributes, so gradients reach every score.
+    output = (weights.unsqueeze(-1) * values).sum(dim=-2)  # (..., d_v)
     return output, weights
 
 
 def hard_attention(scores: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Attend to one value only: the one with the highest score (the first of them on ties).
 
-    scores (..., K), values (..., K, d) -> (output (..., d), weights (..., K)), weights one-hot.
+    scores (..., S), values (..., S, d_v) -> (output (..., d_v), weights (..., S)), weights one-hot.
     """
     _check_scores_and_values(scores, values)
     # argmax returns the first index among equal maxima, which makes ties deterministic.
     chosen = scores.argmax(dim=-1)  # (...,)
-    weights = nn.functional.one_hot(chosen, num_classes=scores.shape[-1]).to(scores.dtype)  # (..., K)
+    weights = nn.functional.one_hot(chosen, num_classes=scores.shape[-1]).to(scores.dtype)  # (..., S)
     # The same weighted sum as soft attention; with one-hot weights it copies the chosen value.
     # argmax has no gradient, which is why hard attention needs REINFORCE or a straight-through trick.
-    output = (weights.unsqueeze(-1) * values).sum(dim=-2)  # (..., d)
+    output = (weights.unsqueeze(-1) * values).sum(dim=-2)  # (..., d_v)
     return output, weights
 
 
@@ -186,29 +188,29 @@ def hard_attention(scores: torch.Tensor, values: torch.Tensor) -> tuple[torch.Te
 
 
 def dot_score(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """How well each query matches each key: the dot product q · k.
+    """How well each query matches each key: the dot product q · k_j.
 
-    queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K).
+    queries (B, T, d), keys (B, S, d) -> scores (B, T, S).
     """
     _check_queries_and_keys(queries, keys)
-    # One batched matrix product computes all Q x K dot products of each batch element.
+    # One batched matrix product computes all T x S dot products of each batch element.
     return torch.bmm(queries, keys.transpose(1, 2))
 
 
 def scaled_dot_score(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     """The dot product divided by sqrt(d).
 
-    queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K).
+    queries (B, T, d), keys (B, S, d) -> scores (B, T, S).
     """
-    # For d independent features of unit variance, q · k has variance d. Dividing by sqrt(d) keeps
+    # For d independent features of unit variance, q · k_j has variance d. Dividing by sqrt(d) keeps
     # the scores near unit variance at any d, so the softmax does not saturate into a one-hot.
     return dot_score(queries, keys) / math.sqrt(queries.shape[-1])
 
 
 def cosine_score(queries: torch.Tensor, keys: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """The cosine of the angle between query and key: (q · k) / (|q| |k|), between -1 and 1.
+    """The cosine of the angle between query and key: (q · k_j) / (|q| |k_j|), between -1 and 1.
 
-    queries (B, Q, d), keys (B, K, d) -> scores (B, Q, K). A zero query or key scores exactly 0.
+    queries (B, T, d), keys (B, S, d) -> scores (B, T, S). A zero query or key scores exactly 0.
     """
     _check_queries_and_keys(queries, keys)
     if not eps > 0:
@@ -220,10 +222,10 @@ def cosine_score(queries: torch.Tensor, keys: torch.Tensor, eps: float = 1e-8) -
 
 
 class AdditiveScore(nn.Module):
-    """Additive (MLP) attention scores: w_v^T tanh(W_q q + W_k k), as in Bahdanau et al. (2015).
+    """Additive (MLP) attention scores: w_v^T tanh(W_q q + W_k k_j), as in Bahdanau et al. (2015).
 
     Queries and keys may have different sizes: each is projected to ``hidden_dim`` first.
-    forward: queries (B, Q, query_dim), keys (B, K, key_dim) -> scores (B, Q, K).
+    forward: queries (B, T, query_dim), keys (B, S, key_dim) -> scores (B, T, S).
     """
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int) -> None:
@@ -233,30 +235,30 @@ class AdditiveScore(nn.Module):
         self.w_v = nn.Linear(hidden_dim, 1, bias=False)
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """queries (B, Q, query_dim), keys (B, K, key_dim) -> scores (B, Q, K)."""
+        """queries (B, T, query_dim), keys (B, S, key_dim) -> scores (B, T, S)."""
         _check_queries_and_keys(queries, keys, same_features=False)
         _require_last_size("queries", queries, "query_dim", self.W_q.in_features)
         _require_last_size("keys", keys, "key_dim", self.W_k.in_features)
-        projected_queries = self.W_q(queries)  # (B, Q, hidden)
-        projected_keys = self.W_k(keys)  # (B, K, hidden)
-        # Broadcasting (B, Q, 1, hidden) against (B, 1, K, hidden) pairs every query with every key.
+        projected_queries = self.W_q(queries)  # (B, T, hidden)
+        projected_keys = self.W_k(keys)  # (B, S, hidden)
+        # Broadcasting (B, T, 1, hidden) against (B, 1, S, hidden) pairs every query with every key.
         features = torch.tanh(projected_queries.unsqueeze(2) + projected_keys.unsqueeze(1))
-        return self.w_v(features).squeeze(-1)  # (B, Q, K, hidden) -> (B, Q, K, 1) -> (B, Q, K)
+        return self.w_v(features).squeeze(-1)  # (B, T, S, hidden) -> (B, T, S, 1) -> (B, T, S)
 
 
 def masked_softmax(scores: torch.Tensor, valid_lens: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax over the keys that exist: key j of a row takes part only if j < that row's valid length.
 
-    scores (B, Q, K); valid_lens (B,) (one length per sequence), (B, Q) (one per query), or None
-    (no mask). Returns weights (B, Q, K): exactly 0 beyond the valid length, and a row whose valid
+    scores (B, T, S); valid_lens (B,) (one length per sequence), (B, T) (one per query), or None
+    (no mask). Returns weights (B, T, S): exactly 0 beyond the valid length, and a row whose valid
     length is 0 is all zeros.
     """
     _require_ndim("scores", scores, "(B, Q, K)")
     if valid_lens is None:
         return softmax(scores, dim=-1)
-    lengths = _valid_lens_per_query(valid_lens, scores)  # (B, Q)
-    positions = torch.arange(scores.shape[-1], device=scores.device)  # (K,)
-    keep = positions < lengths.unsqueeze(-1)  # (B, Q, K)
+    lengths = _valid_lens_per_query(valid_lens, scores)  # (B, T)
+    positions = torch.arange(scores.shape[-1], device=scores.device)  # (S,)
+    keep = positions < lengths.unsqueeze(-1)  # (B, T, S)
     # Mask the scores with -inf, not the weights with 0: exp(-inf) = 0 takes the padding out of the
     # softmax's sum, so the weights that remain still add up to 1.
     return softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
@@ -271,14 +273,14 @@ def attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The three stages: score every query against every key, softmax, weighted sum of the values.
 
-    queries (B, Q, d_q), keys (B, K, d_k), values (B, K, d_v); ``score_fn(queries, keys)`` gives
-    scores (B, Q, K) (e.g. ``scaled_dot_score`` or an ``AdditiveScore``); valid_lens as in
-    ``masked_softmax``. Returns (output (B, Q, d_v), weights (B, Q, K)).
+    queries (B, T, d_q), keys (B, S, d_k), values (B, S, d_v); ``score_fn(queries, keys)`` gives
+    scores (B, T, S) (e.g. ``scaled_dot_score`` or an ``AdditiveScore``); valid_lens as in
+    ``masked_softmax``. Returns (output (B, T, d_v), weights (B, T, S)).
     """
     _check_attention_inputs(queries, keys, values)
-    scores = score_fn(queries, keys)  # (B, Q, K)
+    scores = score_fn(queries, keys)  # (B, T, S)
     _check_scores(scores, queries, keys, score_fn)
-    weights = masked_softmax(scores, valid_lens)  # (B, Q, K), each row sums to 1 (or is all 0)
-    output = torch.bmm(weights, values)  # (B, Q, d_v): row i is sum_j weights_ij * values_j
+    weights = masked_softmax(scores, valid_lens)  # (B, T, S), each row sums to 1 (or is all 0)
+    output = torch.bmm(weights, values)  # (B, T, d_v): row i is sum_j a_ij v_j
     return output, weights
 

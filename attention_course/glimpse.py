@@ -53,9 +53,9 @@ def glimpse(scene: torch.Tensor, query: torch.Tensor, temperature: float = 0.05)
         raise ValueError(f"query must be one colour of shape (3,), got {tuple(query.shape)}")
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
-    keys = scene.reshape(-1, 3)  # (N, 3): a patch's colour is its key ...
+    keys = scene.reshape(-1, 3)  # (S, 3), S = rows * cols patches: a patch's colour is its key ...
     values = keys  # ... and also what we take in from it
-    scores = -((keys - query) ** 2).sum(dim=-1) / temperature  # (N,)
-    weights = softmax(scores, dim=0)  # (N,), sums to 1
+    scores = -((keys - query) ** 2).sum(dim=-1) / temperature  # (S,)
+    weights = softmax(scores, dim=0)  # (S,), sums to 1
     seen = weights @ values  # (3,)
     return seen, weights.reshape(scene.shape[:2])

@@ -1,11 +1,12 @@
 """Attention pooling as Nadaraya–Watson kernel regression: the oldest attention there is.
 
-Given training pairs (x_i, y_i), Nadaraya–Watson predicts at a point x the weighted average of the
-y_i, each weighted by how close x_i is to x. Read with chapter 4's words: x is the query, the x_i
-are the keys, the y_i are the values, and a Gaussian kernel is a softmax over the scores
--(x - x_i)^2 / (2 h^2), h being the bandwidth. Nothing is learned; the weights come from distances alone.
+Given S training pairs (x_j, y_j), Nadaraya–Watson predicts at a point x the weighted average of
+the y_j, each weighted by how close x_j is to x. Read with chapter 4's words: x is the query, the x_j
+are the keys, the y_j are the values, and a Gaussian kernel is a softmax over the scores
+-(x - x_j)^2 / (2 sigma^2), sigma being the bandwidth. Nothing is learned; the weights come from
+distances alone.
 
-Shapes: Q query points, K training points (keys), B batch.
+Shapes, in the book's notation: T query points, S training points (keys), B batch.
 """
 
 from __future__ import annotations
@@ -44,18 +45,18 @@ def make_regression_data(
 
 
 def gaussian_score(queries: torch.Tensor, keys: torch.Tensor, bandwidth: float = 1.0) -> torch.Tensor:
-    """The Gaussian kernel's exponent as an attention score: -(q - k)^2 / (2 h^2), h = ``bandwidth``.
+    """The Gaussian kernel's exponent as an attention score: -(q - k_j)^2 / (2 sigma^2), sigma = ``bandwidth``.
 
-    queries (B, Q, 1), keys (B, K, 1) -> scores (B, Q, K). The closer a key to the query, the higher
+    queries (B, T, 1), keys (B, S, 1) -> scores (B, T, S). The closer a key to the query, the higher
     its score (0 at best); softmax of these scores is exactly the normalised Gaussian kernel.
     """
     if queries.ndim != 3 or queries.shape[-1] != 1:
-        raise ValueError(f"queries must have shape (B, Q, 1), got {tuple(queries.shape)}")
+        raise ValueError(f"queries must have shape (B, T, 1), got {tuple(queries.shape)}")
     if keys.ndim != 3 or keys.shape[-1] != 1:
-        raise ValueError(f"keys must have shape (B, K, 1), got {tuple(keys.shape)}")
+        raise ValueError(f"keys must have shape (B, S, 1), got {tuple(keys.shape)}")
     if not bandwidth > 0:
         raise ValueError(f"bandwidth must be > 0, got {bandwidth}")
-    differences = queries - keys.transpose(1, 2)  # (B, Q, 1) - (B, 1, K) -> (B, Q, K)
+    differences = queries - keys.transpose(1, 2)  # (B, T, 1) - (B, 1, S) -> (B, T, S)
     return -differences.pow(2) / (2 * bandwidth**2)
 
 
@@ -64,7 +65,7 @@ def nadaraya_watson(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Predict y at every query point as attention over the training pairs.
 
-    x_query (Q,), x_train (K,), y_train (K,) -> (prediction (Q,), weights (Q, K)); each row of
+    x_query (T,), x_train (S,), y_train (S,) -> (prediction (T,), weights (T, S)); each row of
     weights sums to 1, and prediction = weights @ y_train. It is chapter 4's ``attention`` with
     queries x_query, keys x_train, values y_train and ``gaussian_score`` as the score.
     """
@@ -76,10 +77,10 @@ def nadaraya_watson(
                          f"and {tuple(y_train.shape)}")
     if not bandwidth > 0 or math.isinf(bandwidth):
         raise ValueError(f"bandwidth must be a positive number, got {bandwidth}")
-    queries = x_query.reshape(1, -1, 1)  # (1, Q, 1): a batch of one
-    keys = x_train.reshape(1, -1, 1)  # (1, K, 1)
-    values = y_train.reshape(1, -1, 1)  # (1, K, 1)
+    queries = x_query.reshape(1, -1, 1)  # (1, T, 1): a batch of one
+    keys = x_train.reshape(1, -1, 1)  # (1, S, 1)
+    values = y_train.reshape(1, -1, 1)  # (1, S, 1)
     output, weights = attention(
         queries, keys, values, lambda q, k: gaussian_score(q, k, bandwidth)
-    )  # (1, Q, 1), (1, Q, K)
+    )  # (1, T, 1), (1, T, S)
     return output.reshape(-1), weights[0]

@@ -1,11 +1,11 @@
-"""Multi-head attention (chapter 8): h attentions side by side, each in its own subspace of size d/h.
+"""Multi-head attention (chapter 8): n_h attentions side by side, each in its own subspace of size d / n_h.
 
-Vaswani et al. (2017):
+Vaswani et al. (2017), with Q, K, V the matrices of queries, keys and values:
 
-    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_o,   head_i = Attention(Q W_q^i, K W_k^i, V W_v^i)
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_{n_h}) W_o,   head_r = Attention(Q W_q^(r), K W_k^(r), V W_v^(r))
 
-The h projections W_q^1 … W_q^h (d_model -> d_model / h each) are stored side by side as one
-``nn.Linear(d_model, d_model)``: its output, cut into h slices of d_model / h features, holds the h
+The n_h projections W_q^(1) … W_q^(n_h) (d -> d / n_h each) are stored side by side as one
+``nn.Linear(d_model, d_model)``: its output, cut into n_h slices of d / n_h features, holds the n_h
 heads' queries (``split_heads``); the same for keys and values. Each head is chapter 4's scaled
 dot-product ``attention`` with its ``masked_softmax``, all heads at once by folding them into the batch;
 ``merge_heads`` puts the slices back side by side (the concatenation) and W_o mixes them.
@@ -15,7 +15,8 @@ chapter's small experiment: ``NeighbourModel``, a one-layer self-attention model
 once (the one before and the one after each position), and ``train_neighbour_model``, which trains it
 on random word sequences, where nothing but looking at the neighbours can tell what they are.
 
-Shapes: B batch, Q queries, K keys, S sequence length, h heads, d_model features, d_head = d_model / h.
+Shapes, in the book's notation (chapter 1): B batch, T queries, S keys (in self-attention S = T),
+n_h heads, d = ``d_model`` features (Vaswani et al.'s d_model), d_head = d / n_h features per head.
 Every function takes and returns plain ``torch.Tensor`` and does not modify its inputs.
 """
 
@@ -41,28 +42,28 @@ __all__ = [
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """(B, S, d_model) -> (B, h, S, d_head): features j * d_head … (j + 1) * d_head - 1 become head j."""
+    """(B, S, d) -> (B, n_h, S, d / n_h): features r * d_head … (r + 1) * d_head - 1 become head r (from 0)."""
     batch, length, d_model = x.shape
     if d_model % num_heads:
         raise ValueError(f"d_model = {d_model} is not divisible by num_heads = {num_heads}")
-    # Cut the feature axis (not the sequence axis) into h pieces, then move the head axis forward.
+    # Cut the feature axis (not the sequence axis) into n_h pieces, then move the head axis forward.
     return x.reshape(batch, length, num_heads, d_model // num_heads).transpose(1, 2)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """(B, h, S, d_head) -> (B, S, h * d_head): the heads side by side again, the inverse of split_heads."""
+    """(B, n_h, S, d_head) -> (B, S, n_h * d_head): the heads side by side again, the inverse of split_heads."""
     batch, num_heads, length, d_head = x.shape
     return x.transpose(1, 2).reshape(batch, length, num_heads * d_head)
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head scaled dot-product attention with ``num_heads`` heads of d_model / num_heads features.
+    """Multi-head scaled dot-product attention with n_h = ``num_heads`` heads of d / n_h features.
 
-    Parameters: ``W_q``, ``W_k``, ``W_v`` (d_model -> d_model, every head's projection side by side) and
-    ``W_o`` (d_model -> d_model), all ``nn.Linear`` with biases, as in ``nn.MultiheadAttention``.
-    forward: queries (B, Q, d_model), keys and values (B, K, d_model), valid_lens (B,) or (B, Q) or None
-    (as chapter 4's ``masked_softmax``), ``causal`` (self-attention only: query i sees keys 0 … i) ->
-    (output (B, Q, d_model), weights (B, h, Q, K)). For self-attention pass the same tensor three times.
+    Parameters: ``W_q``, ``W_k``, ``W_v`` (d -> d, every head's projection side by side) and
+    ``W_o`` (d -> d), all ``nn.Linear`` with biases, as in ``nn.MultiheadAttention``.
+    forward: queries (B, T, d), keys and values (B, S, d), valid_lens (B,) or (B, T) or None
+    (as chapter 4's ``masked_softmax``), ``causal`` (self-attention only: query i sees keys 1 … i) ->
+    (output (B, T, d), weights (B, n_h, T, S)). For self-attention pass the same tensor three times.
     """
 
     def __init__(self, d_model: int, num_heads: int) -> None:
@@ -77,28 +78,28 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 valid_lens: torch.Tensor | None = None, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.num_heads
-        q = split_heads(self.W_q(queries), h)  # (B, h, Q, d_head)
-        k = split_heads(self.W_k(keys), h)  # (B, h, K, d_head)
-        v = split_heads(self.W_v(values), h)  # (B, h, K, d_head)
+        h = self.num_heads  # n_h
+        q = split_heads(self.W_q(queries), h)  # (B, n_h, T, d_head)
+        k = split_heads(self.W_k(keys), h)  # (B, n_h, S, d_head)
+        v = split_heads(self.W_v(values), h)  # (B, n_h, S, d_head)
         batch, _, num_queries, d_head = q.shape
         if causal:
             if keys.shape[1] != num_queries:
                 raise ValueError(f"causal attention needs as many keys as queries, got {num_queries} and {keys.shape[1]}")
-            valid_lens = causal_valid_lens(num_queries, valid_lens, batch)  # (B, Q): query i sees i + 1 keys
+            valid_lens = causal_valid_lens(num_queries, valid_lens, batch)  # (B, T): query i sees keys 1 … i
         if valid_lens is not None:
-            valid_lens = valid_lens.repeat_interleave(h, dim=0)  # (B * h,) or (B * h, Q): the same for every head
-        # Fold the heads into the batch: chapter 4's attention runs all B * h heads at once.
+            valid_lens = valid_lens.repeat_interleave(h, dim=0)  # (B * n_h,) or (B * n_h, T): the same for every head
+        # Fold the heads into the batch: chapter 4's attention runs all B * n_h heads at once.
         output, weights = attention(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1),
-                                    scaled_dot_score, valid_lens)  # (B * h, Q, d_head), (B * h, Q, K)
-        output = merge_heads(output.unflatten(0, (batch, h)))  # (B, Q, d_model): the heads concatenated
-        return self.W_o(output), weights.unflatten(0, (batch, h))  # (B, Q, d_model), (B, h, Q, K)
+                                    scaled_dot_score, valid_lens)  # (B * n_h, T, d_head), (B * n_h, T, S)
+        output = merge_heads(output.unflatten(0, (batch, h)))  # (B, T, d): the heads concatenated
+        return self.W_o(output), weights.unflatten(0, (batch, h))  # (B, T, d), (B, n_h, T, S)
 
 
 def torch_twin(layer: MultiHeadAttention) -> nn.MultiheadAttention:
     """PyTorch's ``nn.MultiheadAttention`` (batch first) with exactly ``layer``'s weights.
 
-    PyTorch keeps W_q, W_k and W_v stacked in one ``in_proj_weight`` (3 d_model, d_model) and calls W_o
+    PyTorch keeps W_q, W_k and W_v stacked in one ``in_proj_weight`` (3 d, d) and calls W_o
     ``out_proj``; the computation is the same.
     """
     d_model = layer.W_q.in_features
@@ -118,22 +119,22 @@ def torch_twin(layer: MultiHeadAttention) -> nn.MultiheadAttention:
 class NeighbourModel(nn.Module):
     """Embeddings plus positions, one multi-head self-attention layer, and two read-outs.
 
-    forward: tokens (B, S) -> (logits of the previous word (B, S, V), logits of the next word (B, S, V),
-    weights (B, h, S, S)). Position 0 has no previous word and position S - 1 no next one; ``neighbour_batch``
+    forward: tokens (B, S) -> (logits of the previous word (B, S, vocab), logits of the next word
+    (B, S, vocab), weights (B, n_h, S, S)). Position 0 has no previous word and position S - 1 no next one; ``neighbour_batch``
     gives them the target ``ignore``.
     """
 
     def __init__(self, vocab_size: int, d_model: int = 32, num_heads: int = 2, max_length: int = 16) -> None:
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model)
-        self.register_buffer("positions", sinusoidal_positions(max_length, d_model))  # (max_length, d_model)
+        self.register_buffer("positions", sinusoidal_positions(max_length, d_model))  # (max_length, d)
         self.attention = MultiHeadAttention(d_model, num_heads)
         self.previous_word = nn.Linear(d_model, vocab_size)
         self.next_word = nn.Linear(d_model, vocab_size)
 
     def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        x = self.embedding(tokens) + self.positions[: tokens.shape[1]]  # (B, S, d_model)
-        mixed, weights = self.attention(x, x, x)  # self-attention: (B, S, d_model), (B, h, S, S)
+        x = self.embedding(tokens) + self.positions[: tokens.shape[1]]  # (B, S, d)
+        mixed, weights = self.attention(x, x, x)  # self-attention: (B, S, d), (B, n_h, S, S)
         return self.previous_word(mixed), self.next_word(mixed), weights
 
 
@@ -170,7 +171,7 @@ def train_neighbour_model(vocab_size: int, num_heads: int = 2, steps: int = 200,
 
     def loss_and_hits(tokens):
         previous, following = neighbour_batch(tokens)  # (B, S) each
-        previous_logits, next_logits, _ = model(tokens)  # (B, S, V) each
+        previous_logits, next_logits, _ = model(tokens)  # (B, S, vocab) each
         loss = (nn.functional.cross_entropy(previous_logits.flatten(0, 1), previous.flatten(), ignore_index=IGNORE)
                 + nn.functional.cross_entropy(next_logits.flatten(0, 1), following.flatten(), ignore_index=IGNORE))
         hits = [((logits.argmax(-1) == target).sum() / (target != IGNORE).sum()).item()

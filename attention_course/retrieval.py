@@ -1,9 +1,9 @@
 """Chapter 2's experiment: train soft and hard attention on the same small retrieval task.
 
-The task. Each example has K keys (K, d), each carrying a value (K, d_v). A query (d,) is a
+The task. Each example has S keys (S, d), each carrying a value (S, d_v). A query (d,) is a
 disguised copy of one of the keys, the target: ``query = R @ key + noise`` with a fixed rotation R
 that the model does not know. Attention must find the target key and return its value. The model
-is one learned matrix W (d, d) that scores each key as ``s_i = query @ W @ key_i``; W = R (scaled
+is one learned matrix W (d, d) that scores each key as ``s_j = q @ W @ k_j``; W = R (scaled
 up) undoes the disguise. Keys, values and targets are drawn afresh for every batch, so the model
 must learn to *match*, not to remember.
 
@@ -20,7 +20,7 @@ value:
 Both are judged the same way: retrieval accuracy, how often the highest-scoring key is the target,
 on a fixed held-out set. Everything is seeded with local generators, so a run is reproducible.
 
-Shapes: B batch, K keys, d key/query size, d_v value size.
+Shapes, in the book's notation (chapter 1): B batch, S keys, d key/query size, d_v value size.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class RetrievalBatch:
-    """queries (B, d), keys (B, K, d), values (B, K, d_v), targets (B,) (the index of the matching key)."""
+    """queries (B, d), keys (B, S, d), values (B, S, d_v), targets (B,) (the index of the matching key)."""
 
     queries: torch.Tensor
     keys: torch.Tensor
@@ -89,13 +89,13 @@ class RetrievalTask:
         """A fresh batch of ``batch_size`` examples drawn with ``generator``."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        K, d, d_v = self.num_keys, self.key_dim, self.value_dim
-        keys = torch.randn(batch_size, K, d, generator=generator)  # (B, K, d)
+        S, d, d_v = self.num_keys, self.key_dim, self.value_dim
+        keys = torch.randn(batch_size, S, d, generator=generator)  # (B, S, d)
         # Unit-length keys: then the target is the key with the largest dot product with R^T query,
         # and no key wins just by being long.
         keys = keys / keys.norm(dim=-1, keepdim=True)
-        values = torch.randn(batch_size, K, d_v, generator=generator)  # (B, K, d_v)
-        targets = torch.randint(0, K, (batch_size,), generator=generator)  # (B,)
+        values = torch.randn(batch_size, S, d_v, generator=generator)  # (B, S, d_v)
+        targets = torch.randint(0, S, (batch_size,), generator=generator)  # (B,)
         target_keys = keys[torch.arange(batch_size), targets]  # (B, d)
         noise = self.noise * torch.randn(batch_size, d, generator=generator)
         queries = target_keys @ self.rotation.T + noise  # (B, d): row b is R @ key_b + noise
@@ -103,10 +103,10 @@ class RetrievalTask:
 
 
 class BilinearScore(nn.Module):
-    """Scores s_i = query^T W key_i with one learned matrix W (d, d), initialised to zero.
+    """Scores s_j = q^T W k_j with one learned matrix W (d, d), initialised to zero.
 
     At W = 0 every key scores the same, so both learners start from uniform attention.
-    forward: queries (B, d), keys (B, K, d) -> scores (B, K).
+    forward: queries (B, d), keys (B, S, d) -> scores (B, S).
     """
 
     def __init__(self, dim: int) -> None:
@@ -114,9 +114,9 @@ class BilinearScore(nn.Module):
         self.W = nn.Parameter(torch.zeros(dim, dim))
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        # (B, 1, d) @ (B, d, K): one batched product gives every query's score for each of its keys.
+        # (B, 1, d) @ (B, d, S): one batched product gives every query's score for each of its keys.
         projected = (queries @ self.W).unsqueeze(1)  # (B, 1, d)
-        return (projected @ keys.transpose(1, 2)).squeeze(1)  # (B, K)
+        return (projected @ keys.transpose(1, 2)).squeeze(1)  # (B, S)
 
 
 def squared_error(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -133,7 +133,7 @@ def reinforce_surrogate(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One REINFORCE step for hard attention that samples its pick from softmax(scores).
 
-    scores (B, K), values (B, K, d_v), target_values (B, d_v); ``baseline`` b is a number, or None
+    scores (B, S), values (B, S, d_v), target_values (B, d_v); ``baseline`` b is a number, or None
     to use this batch's mean loss (for a first step, before there is any history to average).
     Returns ``(surrogate, losses, picks)``: the surrogate loss (a scalar), whose gradient with
     respect to the scores is the REINFORCE estimate mean_b (L_b - b) * d log p(pick_b) / d scores;
@@ -142,13 +142,13 @@ def reinforce_surrogate(
     # Sampling, not arg-max: the learner must sometimes try keys other than its current favourite,
     # or it never finds out that another key would have been better.
     with torch.no_grad():
-        probabilities = torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True))  # (B, K)
+        probabilities = torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True))  # (B, S)
         picks = torch.multinomial(probabilities, 1, generator=generator).squeeze(1)  # (B,)
         rows = torch.arange(len(picks))
         losses = squared_error(values[rows, picks], target_values)  # (B,)
     if baseline is None:
         baseline = losses.mean().item()
-    log_probabilities = scores - torch.logsumexp(scores, dim=-1, keepdim=True)  # (B, K)
+    log_probabilities = scores - torch.logsumexp(scores, dim=-1, keepdim=True)  # (B, S)
     log_p_pick = log_probabilities[rows, picks]  # (B,)
     # The loss itself is a constant here (the pick has no gradient); it only weighs how strongly to
     # make this pick more likely (L < b) or less likely (L > b).
@@ -197,7 +197,7 @@ def train_retrieval(
     baseline = None
     for _ in range(steps):
         batch = task.sample(batch_size, batches)
-        scores = model(batch.queries, batch.keys)  # (B, K)
+        scores = model(batch.queries, batch.keys)  # (B, S)
         if method == "soft":
             outputs, _ = soft_attention(scores, batch.values)  # (B, d_v)
             losses = squared_error(outputs, batch.target_values())  # (B,)

@@ -31,7 +31,7 @@ DRAW_EVERY_FIGURE = """
         figures.draw_attention_pooling(),
         figures.draw_source_query(),
         figures.draw_three_stages(query[0, 0], keys[0], values[0], dot_score(query, keys)[0, 0],
-                                  weights[0, 0], output[0, 0], score_name=r"$Q \\cdot K_i$"),
+                                  weights[0, 0], output[0, 0], score_name=r"$q \\cdot k_j$"),
         figures.draw_masked_weights(masked_softmax(scores, lengths), lengths),
         figures.draw_kernel_regression(x, y, x_query, prediction, target_function(x_query), kernel_weights),
     ]
@@ -53,6 +53,25 @@ def test_every_figure_draws_without_a_word_on_stderr():
 def test_the_three_stages_figure_rejects_mismatched_shapes():
     from attention_course.figures.three_stages import draw_three_stages
 
-    with pytest.raises(ValueError, match="must share K"):
+    with pytest.raises(ValueError, match="must share S"):
         draw_three_stages(torch.zeros(2), torch.zeros(3, 2), torch.zeros(3, 1), torch.zeros(4),
                           torch.zeros(3), torch.zeros(1))
+
+
+def test_the_three_stages_figure_numbers_each_score_and_uses_the_books_notation():
+    from attention_course.figures.three_stages import draw_three_stages
+
+    query = torch.tensor([1.0, 2.0])
+    keys = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    values = torch.tensor([[10.0], [20.0], [30.0]])
+    scores = keys @ query
+    weights = torch.softmax(scores, dim=0)
+    fig = draw_three_stages(query, keys, values, scores, weights, weights @ values,
+                            score_name=r"$q \cdot k_j$")
+    texts = [text.get_text() for text in fig.axes[0].texts]
+    # One score box per key, each with that key's number in place of j.
+    assert [t for t in texts if t.startswith("$q \\cdot")] == [r"$q \cdot k_1$", r"$q \cdot k_2$", r"$q \cdot k_3$"]
+    assert any(t.startswith("$k_3$ = ") for t in texts) and any(t.startswith("$v_2$ = ") for t in texts)
+    # The notes' capital letters for single vectors (Q, K_i, V_i) are gone from the picture.
+    assert not any(marker in t for t in texts for marker in ("$Q$", "K_", "V_"))
+    assert "$s_1$ = 1.000" in texts and "$s_3$ = 3.000" in texts

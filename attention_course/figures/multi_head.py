@@ -1,6 +1,9 @@
 """Chapter 8's figures: multi-head attention as a diagram (Vaswani et al.'s fig. 2, right), how the
 features are cut into heads, and one heatmap of weights per head.
 
+Labels follow the book's notation (chapter 1): n_h heads, d features, d / n_h features per head,
+T queries and S keys.
+
 Every function returns the matplotlib figure it drew. Call
 :func:`attention_course.plotting.use_course_style` first, for the Chinese labels.
 """
@@ -29,7 +32,7 @@ HEAD_COLOURS = ("#f4c28a", "#a9cbe8", "#b9deb0", "#e6d5ef", "#f2b8b5", "#d9d3a0"
 
 
 def draw_multi_head(num_heads: int = 3):
-    """Q, K and V, each projected h times (one projection per head), h scaled dot-product attentions
+    """Q, K and V, each projected n_h times (one projection per head), n_h scaled dot-product attentions
     side by side, their outputs concatenated and projected by W_o."""
     fig, ax = canvas(8.4, 6.2, (0, 12.6), (0, 9.4))
     inputs = {"Q": (2.6, QUERY_COLOUR), "K": (6.3, KEY_COLOUR), "V": (10.0, VALUE_COLOUR)}
@@ -39,34 +42,36 @@ def draw_multi_head(num_heads: int = 3):
         arrow(ax, (x, 1.1), (x, 1.95))
         for head in reversed(range(num_heads)):
             box(ax, x + head * offset, 2.5 + head * offset, 2.3, 0.9,
-                f"Linear $W_{name.lower()}^{{{head + 1}}}$" if head == 0 else "", colour, fontsize=11)
+                f"Linear $W_{name.lower()}^{{({head + 1})}}$" if head == 0 else "", colour, fontsize=11)
         arrow(ax, (x, 2.95), (6.3 - 1.2 + (x - 6.3) * 0.3, 4.15))
     for head in reversed(range(num_heads)):
         box(ax, 6.3 + head * offset, 4.75 + head * offset, 6.2, 1.05,
             "Scaled dot-product attention 缩放点积注意力" if head == 0 else "", POOL_COLOUR, fontsize=11)
-    ax.text(6.3 + 3.1 + num_heads * offset + 0.15, 4.75 + (num_heads - 1) * offset, f"× h = {num_heads}\nheads 头",
-            va="center", fontsize=10.5)
+    label_x, label_y = 6.3 + 3.1 + num_heads * offset + 0.15, 4.75 + (num_heads - 1) * offset
+    ax.text(label_x, label_y + 0.25, f"× $n_h$ = {num_heads}", va="center", fontsize=10.5)
+    ax.text(label_x, label_y - 0.25, "heads 头", va="center", fontsize=10.5)  # Chinese outside $...$
     arrow(ax, (6.3, 5.3), (6.3, 6.05))
     box(ax, 6.3, 6.5, 3.4, 0.8, "Concat 拼接", OUTPUT_COLOUR, fontsize=12)
     arrow(ax, (6.3, 6.9), (6.3, 7.45))
     box(ax, 6.3, 7.85, 3.4, 0.8, "Linear $W_o$", OUTPUT_COLOUR, fontsize=12)
     arrow(ax, (6.3, 8.25), (6.3, 8.95))
-    ax.text(6.3, 9.05, "output: (B, Q, d_model)", ha="center", va="bottom", fontsize=10)
-    ax.text(0.1, 3.9, "each head: its own\nprojections into\nd_model / h features", fontsize=9.5, va="center")
+    ax.text(6.3, 9.05, "output: $(B, T, d)$", ha="center", va="bottom", fontsize=10)
+    ax.text(0.1, 3.9, "each head: its own\nprojections into\n$d / n_h$ features", fontsize=9.5, va="center")
     fig.tight_layout()
     return fig
 
 
 def draw_split_heads(length: int = 4, d_model: int = 6, num_heads: int = 3):
-    """A (S, d_model) matrix of projected queries, its columns cut into h blocks of d_model / h: block j
-    is head j's queries, (S, d_head). ``split_heads`` makes the blocks a new axis, (h, S, d_head)."""
+    """A (S, d) matrix of projected queries, its columns cut into n_h blocks of d / n_h: block r
+    is head r's queries, (S, d / n_h). ``split_heads`` makes the blocks a new axis, (n_h, S, d / n_h).
+    ``d_model`` is d."""
     d_head = d_model // num_heads
     fig, ax = canvas(8.4, 3.6, (-1.2, d_model + 2.2 + num_heads * (d_head + 0.8)), (-1.6, length + 1.3))
     for j in range(d_model):
         for i in range(length):
             ax.add_patch(Rectangle((j, length - 1 - i), 1, 1, facecolor=HEAD_COLOURS[j // d_head],
                                    edgecolor="white", linewidth=1.5))
-    ax.text(d_model / 2, length + 0.35, "W_q x: (S, d_model)", ha="center", fontsize=10.5)
+    ax.text(d_model / 2, length + 0.35, "$x W_q$: $(S, d)$", ha="center", fontsize=10.5)
     ax.text(-0.3, length / 2, "S positions", rotation=90, ha="right", va="center", fontsize=10)
     for head in range(num_heads):
         ax.text(head * d_head + d_head / 2, -0.45, f"head {head + 1}", ha="center", va="top", fontsize=9.5)
@@ -79,14 +84,14 @@ def draw_split_heads(length: int = 4, d_model: int = 6, num_heads: int = 3):
             for i in range(length):
                 ax.add_patch(Rectangle((left + j, length - 1 - i), 1, 1, facecolor=HEAD_COLOURS[head],
                                        edgecolor="white", linewidth=1.5))
-        ax.text(left + d_head / 2, -0.45, f"head {head + 1}\n(S, d_head)", ha="center", va="top", fontsize=9.5)
-    ax.text(start + num_heads * (d_head + 0.8) / 2 - 0.4, length + 0.35, "(h, S, d_head)", ha="center", fontsize=10.5)
+        ax.text(left + d_head / 2, -0.45, f"head {head + 1}\n$(S, d/n_h)$", ha="center", va="top", fontsize=9.5)
+    ax.text(start + num_heads * (d_head + 0.8) / 2 - 0.4, length + 0.35, "$(n_h, S, d/n_h)$", ha="center", fontsize=10.5)
     fig.tight_layout()
     return fig
 
 
 def draw_heads(weights: torch.Tensor, words: Sequence[str], titles: Sequence[str] | None = None, columns: int = 2):
-    """One heatmap per head: ``weights`` (h, S, S), row i is what position i attends to. Weights that are
+    """One heatmap per head: ``weights`` (n_h, T, S), row i is what position i attends to. Weights that are
     exactly 0 (masked) are grey."""
     titles = titles or [f"head {head + 1}" for head in range(weights.shape[0])]
     panels = {title: (head_weights, list(words), list(words)) for title, head_weights in zip(titles, weights)}

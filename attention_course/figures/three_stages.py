@@ -1,6 +1,9 @@
-"""Chapter 4's figures: query, keys and values (fig. 8-2), the Source as <Key, Value> pairs
-(fig. 8-3), the three stages with a worked example's numbers (fig. 8-4), masked weights, and
-Nadaraya–Watson kernel regression as attention pooling.
+"""Chapter 4's figures: query, keys and values (the notes' fig. 8-2), the Source as <Key, Value>
+pairs (the notes' fig. 8-3), the three stages with a worked example's numbers (the notes' fig. 8-4),
+masked weights, and Nadaraya–Watson kernel regression as attention pooling.
+
+Labels follow the book's notation (chapter 1): one query q, keys k_j and values v_j, j = 1 … S,
+scores s_j and weights a_j. The notes write Query, Key_i, Value_i and T for the same things.
 
 Every function returns the matplotlib figure it drew. Call
 :func:`attention_course.plotting.use_course_style` first, for the Chinese labels.
@@ -27,7 +30,7 @@ from attention_course.figures.diagrams import (
 )
 
 def draw_attention_pooling(num_inputs: int = 4):
-    """Fig. 8-2: the query (a volitional cue) meets the keys (non-volitional cues) in attention
+    """The notes' fig. 8-2: the query (a volitional cue) meets the keys (non-volitional cues) in attention
     pooling, which biases the selection among the values (sensory inputs) paired with them."""
     fig, ax = canvas(8.4, 5.1, (0, 12.2), (0, 7.4))
     spacing = 1.9
@@ -35,11 +38,11 @@ def draw_attention_pooling(num_inputs: int = 4):
     pool_left, pool_right = xs[0] - 0.9, xs[-1] + 0.9
 
     # The sensory inputs: each is a pair, its value above its key, in one frame.
-    for i, x in enumerate(xs, start=1):
+    for j, x in enumerate(xs, start=1):
         ax.add_patch(Rectangle((x - 0.8, 0.35), 1.6, 2.6, facecolor="none", edgecolor="#888888",
                                linestyle="--", linewidth=1.0))
-        box(ax, x, 2.25, 1.3, 0.8, f"$v_{i}$", VALUE_COLOUR, fontsize=13)
-        box(ax, x, 1.05, 1.3, 0.8, f"$k_{i}$", KEY_COLOUR, fontsize=13)
+        box(ax, x, 2.25, 1.3, 0.8, f"$v_{j}$", VALUE_COLOUR, fontsize=13)
+        box(ax, x, 1.05, 1.3, 0.8, f"$k_{j}$", KEY_COLOUR, fontsize=13)
         arrow(ax, (x, 2.95), (x, 3.75))
     ax.text(0.2, 2.25, "Values 值\n= sensory inputs 感官输入", va="center", fontsize=10.5)
     ax.text(0.2, 1.05, "Keys 键\n= non-volitional cues\n    非自主性提示", va="center", fontsize=10.5)
@@ -60,18 +63,19 @@ def draw_attention_pooling(num_inputs: int = 4):
 
 
 def draw_source_query(num_pairs: int = 4):
-    """Fig. 8-3: the Source is a sequence of <Key, Value> pairs; a Query from the Target is compared
-    with every Key, and the Values, weighted by the results, add up to the attention value."""
+    """The notes' fig. 8-3: the Source is a sequence of S <Key, Value> pairs (k_j, v_j); a query q from
+    the Target is compared with every key, and the values, weighted by the results, add up to the
+    attention value."""
     fig, ax = canvas(8.6, 4.7, (0, 14.2), (-0.5, 7.1))
     row_gap = 1.3
-    ys = [5.6 - row_gap * r for r in range(num_pairs + 1)]  # one extra row for the dots before T
-    labels = [str(i) for i in range(1, num_pairs)] + ["⋮", "T"]
+    ys = [5.6 - row_gap * r for r in range(num_pairs + 1)]  # one extra row for the dots before S
+    labels = [str(j) for j in range(1, num_pairs)] + ["⋮", "S"]
     key_x, value_x, sum_x = 4.6, 6.9, 10.3
 
     ax.add_patch(FancyBboxPatch((3.2, ys[-1] - 0.65), 5.1, ys[0] - ys[-1] + 1.3,
                                 boxstyle="round,pad=0.02,rounding_size=0.2", facecolor="#f5f5f5",
                                 edgecolor="#888888", linewidth=1.0))
-    ax.text(5.75, ys[0] + 0.85, "Source 源: ⟨Key, Value⟩ pairs, length T", ha="center", fontsize=11)
+    ax.text(5.75, ys[0] + 0.85, "Source 源: ⟨Key, Value⟩ pairs, length S", ha="center", fontsize=11)
 
     _, q_right, _, _ = box(ax, 1.25, ys[2], 2.2, 1.3, "Query 查询\n(from the\nTarget 目标)", QUERY_COLOUR,
                             fontsize=10.5)
@@ -81,8 +85,8 @@ def draw_source_query(num_pairs: int = 4):
             ax.text(key_x, y, "⋮", ha="center", va="center", fontsize=16)
             ax.text(value_x, y, "⋮", ha="center", va="center", fontsize=16)
             continue
-        key_left, _, _, _ = box(ax, key_x, y, 1.7, 0.75, f"$Key_{{{label}}}$", KEY_COLOUR, fontsize=12)
-        _, value_right, _, _ = box(ax, value_x, y, 1.7, 0.75, f"$Value_{{{label}}}$", VALUE_COLOUR, fontsize=12)
+        key_left, _, _, _ = box(ax, key_x, y, 1.7, 0.75, f"$k_{{{label}}}$", KEY_COLOUR, fontsize=12)
+        _, value_right, _, _ = box(ax, value_x, y, 1.7, 0.75, f"$v_{{{label}}}$", VALUE_COLOUR, fontsize=12)
         ax.text((key_x + value_x) / 2, y, ",", ha="center", va="center", fontsize=12)
         ax.text(key_x - 1.05, y, "⟨", ha="center", va="center", fontsize=16)
         ax.text(value_x + 1.05, y, "⟩", ha="center", va="center", fontsize=16)
@@ -94,7 +98,7 @@ def draw_source_query(num_pairs: int = 4):
         rising = end[1] > start[1]
         ax.text(at_x + (0.15 if rising else 0.05), at_y + (-0.1 if rising else 0.1), f"$\\times\\, a_{{{label}}}$",
                 ha="left", va="top" if rising else "bottom", fontsize=11)
-    ax.text(1.25, ys[2] - 0.95, "compared with\nevery $Key_i$:\nsimilarity → $a_i$", ha="center", va="top",
+    ax.text(1.25, ys[2] - 0.95, "$q$ is compared\nwith every $k_j$:\nsimilarity → $a_j$", ha="center", va="top",
             fontsize=9.5, color="#555555")
     arrow(ax, (sum_right, ys[2]), (sum_right + 0.7, ys[2]))
     box(ax, sum_right + 1.75, ys[2], 2.1, 1.1, "Attention\nvalue 注意力值", OUTPUT_COLOUR, fontsize=10.5)
@@ -109,17 +113,18 @@ def draw_three_stages(
     scores: torch.Tensor,
     weights: torch.Tensor,
     output: torch.Tensor,
-    score_name: str = r"$F(Q, K_i)$",
+    score_name: str = r"$F(q, k_j)$",
 ):
-    """Fig. 8-4, with the numbers of one worked example written in.
+    """The notes' fig. 8-4, with the numbers of one worked example written in.
 
-    query (d,), keys (K, d), values (K,) or (K, d_v), scores (K,), weights (K,), output () or (d_v,).
+    query (d,), keys (S, d), values (S,) or (S, d_v), scores (S,), weights (S,), output () or (d_v,).
     Stage 1 scores the query against every key, stage 2 turns the scores into weights with softmax,
-    stage 3 adds up the values, each times its weight.
+    stage 3 adds up the values, each times its weight. ``score_name`` labels the score boxes; its
+    ``_j`` becomes each key's number.
     """
     num_keys = keys.shape[0]
     if not scores.shape == weights.shape == (num_keys,) or values.shape[0] != num_keys:
-        raise ValueError(f"keys (K, d), values (K, ...), scores (K,) and weights (K,) must share K, got "
+        raise ValueError(f"keys (S, d), values (S, ...), scores (S,) and weights (S,) must share S, got "
                          f"{tuple(keys.shape)}, {tuple(values.shape)}, {tuple(scores.shape)}, {tuple(weights.shape)}")
     column = 3.4
     xs = [5.0 + column * i for i in range(num_keys)]
@@ -127,33 +132,33 @@ def draw_three_stages(
     fig, ax = canvas(0.66 * width, 6.5, (0, width), (0.4, 11.3))
 
     # Shaded bands, one per stage, with the stage's name at the left.
-    bands = [(7.05, 9.15, "Stage 1 第1阶段\nscore 相似度\n$s_i = F(Q, K_i)$"),
-             (4.85, 6.95, "Stage 2 第2阶段\nnormalise 归一化\n$a_i = \\mathrm{softmax}(s_i)$"),
-             (0.5, 4.75, "Stage 3 第3阶段\nweighted sum 加权求和\n$\\Sigma_i\\, a_i V_i$")]
+    bands = [(7.05, 9.15, "Stage 1 第1阶段\nscore 相似度\n$s_j = F(q, k_j)$"),
+             (4.85, 6.95, "Stage 2 第2阶段\nnormalise 归一化\n$a_j = \\mathrm{softmax}(s_j)$"),
+             (0.5, 4.75, "Stage 3 第3阶段\nweighted sum 加权求和\n$\\Sigma_j\\, a_j v_j$")]
     for bottom, top, label in bands:
         ax.add_patch(Rectangle((0.05, bottom), width - 0.1, top - bottom, facecolor="#f3f3f3", edgecolor="none"))
         ax.text(0.25, (bottom + top) / 2, label, va="center", fontsize=10)
 
     # Top: the query runs along a bus above the keys and drops into every score box.
     bus_y = 10.85
-    _, q_right, _, _ = box(ax, 1.6, bus_y, 2.8, 0.75, f"$Q$ = {vector_text(query)}", QUERY_COLOUR, fontsize=11.5)
+    _, q_right, _, _ = box(ax, 1.6, bus_y, 2.8, 0.75, f"$q$ = {vector_text(query)}", QUERY_COLOUR, fontsize=11.5)
     ax.plot([q_right, xs[-1] + 0.95], [bus_y, bus_y], color="#333333", linewidth=1.4)
     for i, x in enumerate(xs):
-        box(ax, x - 0.4, 9.85, 2.0, 0.75, f"$K_{i + 1}$ = {vector_text(keys[i])}", KEY_COLOUR, fontsize=11)
+        box(ax, x - 0.4, 9.85, 2.0, 0.75, f"$k_{i + 1}$ = {vector_text(keys[i])}", KEY_COLOUR, fontsize=11)
         arrow(ax, (x - 0.4, 9.47), (x - 0.4, 8.72))
         arrow(ax, (x + 0.95, bus_y), (x + 0.95, 8.72))
-        box(ax, x, 8.35, 2.6, 0.75, score_name.replace("_i", f"_{i + 1}"), POOL_COLOUR, fontsize=11)
+        box(ax, x, 8.35, 2.6, 0.75, score_name.replace("_j", f"_{i + 1}"), POOL_COLOUR, fontsize=11)
         arrow(ax, (x, 7.97), (x, 7.62))
         ax.text(x, 7.35, f"$s_{i + 1}$ = {scores[i].item():.3f}", ha="center", va="center", fontsize=11.5)
         arrow(ax, (x, 7.1), (x, 6.6))
     left, right = xs[0] - 1.3, xs[-1] + 1.3
-    box(ax, (left + right) / 2, 6.25, right - left, 0.7, "softmax: $a_i = e^{s_i}\\,/\\,\\Sigma_j\\, e^{s_j}$", POOL_COLOUR,
+    box(ax, (left + right) / 2, 6.25, right - left, 0.7, "softmax: $a_j = e^{s_j}\\,/\\,\\Sigma_l\\, e^{s_l}$", POOL_COLOUR,
          fontsize=11.5)
     for i, x in enumerate(xs):
         arrow(ax, (x, 5.88), (x, 5.45))
         ax.text(x, 5.2, f"$a_{i + 1}$ = {weights[i].item():.4f}", ha="center", va="center", fontsize=11.5)
         # Stage 3: the weight and the value meet in a product.
-        box(ax, x + 0.75, 4.0, 1.45, 0.7, f"$V_{i + 1}$ = {vector_text(values[i])}", VALUE_COLOUR, fontsize=11)
+        box(ax, x + 0.75, 4.0, 1.45, 0.7, f"$v_{i + 1}$ = {vector_text(values[i])}", VALUE_COLOUR, fontsize=11)
         arrow(ax, (x, 4.95), (x - 0.1, 3.0))
         arrow(ax, (x + 0.75, 3.64), (x + 0.3, 3.0))
         product = weights[i] * values[i]
@@ -172,7 +177,7 @@ def draw_three_stages(
 def draw_masked_weights(weights: torch.Tensor, valid_lens: torch.Tensor, titles: Sequence[str] | None = None):
     """Heatmaps of masked attention weights, one panel per sequence of the batch.
 
-    weights (B, Q, K), valid_lens (B,). Each cell shows its weight; the keys at or beyond a
+    weights (B, T, S), valid_lens (B,). Each cell shows its weight; the keys at or beyond a
     sequence's valid length (padding) are hatched, and their weights are 0.
     """
     batch, num_queries, num_keys = weights.shape
@@ -219,8 +224,8 @@ def draw_kernel_regression(
 ):
     """Nadaraya–Watson regression as attention pooling: two panels.
 
-    Left: the training data (K,), the true curve and the prediction at the query points (Q,), with
-    the plain average for comparison. Right: the weight matrix (Q, K), queries down, keys across.
+    Left: the training data (S,), the true curve and the prediction at the query points (T,), with
+    the plain average for comparison. Right: the weight matrix (T, S), queries down, keys across.
     """
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.0), gridspec_kw={"width_ratios": [1.25, 1]})
     left.plot(x_query.numpy(), truth.numpy(), color="#444444", linewidth=1.5, label="truth 真实函数")
@@ -229,7 +234,7 @@ def draw_kernel_regression(
     left.axhline(y_train.mean().item(), color="#7f8c8d", linestyle="--", linewidth=1.3,
                  label="plain average 平均")
     left.scatter(x_train.numpy(), y_train.numpy(), s=16, color="#2e86c1", alpha=0.75,
-                 label="training pairs $(x_i, y_i)$")
+                 label="training pairs $(x_j, y_j)$")
     left.set_xlabel("x (query 查询, keys 键)")
     left.set_ylabel("y (values 值)")
     low = min(y_train.min().item(), truth.min().item(), prediction.min().item())
@@ -238,11 +243,11 @@ def draw_kernel_regression(
     left.legend(fontsize=9, loc="upper right", ncol=2, columnspacing=1.0)
     left.set_title("Nadaraya–Watson regression", fontsize=11)
 
-    # Cells as wide as the gaps between neighbouring points, so each column sits at its own x_i.
+    # Cells as wide as the gaps between neighbouring points, so each column sits at its own x_j.
     image = right.pcolormesh(_edges(x_train).numpy(), _edges(x_query).numpy(), weights.numpy(), cmap="Reds",
                              vmin=0, shading="flat")
     right.invert_yaxis()
-    right.set_xlabel("training input xᵢ (key 键)")
+    right.set_xlabel("training input (key 键)")
     right.set_ylabel("query x (查询)")
     right.set_title("attention weights 注意力权重", fontsize=11)
     fig.colorbar(image, ax=right, fraction=0.05, pad=0.03)
