@@ -16,7 +16,8 @@ adds the two other kinds the notes name:
 sequences grow, and ``receptive_field`` finds which inputs one output of a layer can depend on. Everything builds on the course's own ``softmax``, ``masked_softmax``,
 ``scaled_dot_score`` and ``attention``.
 
-Shapes: B batch, Q queries, K keys, S sequence length, d features. Every function takes and returns
+Shapes: B batch, T queries, S keys (for self-attention, S positions that are queries and keys at
+once), d features, d_h a hidden size. Every function takes and returns
 plain ``torch.Tensor`` and does not modify its inputs.
 """
 
@@ -56,15 +57,15 @@ __all__ = [
 def window_mask(positions: torch.Tensor, num_keys: int, half_width: float) -> torch.Tensor:
     """Which keys lie in each query's window: key j is in the window of query i if |j - p_i| <= D.
 
-    positions (B, Q), the (possibly fractional) centres p_i, counted from 0; ``num_keys`` K;
-    ``half_width`` D >= 0. Returns a bool tensor (B, Q, K). The window is [p_i - D, p_i + D]:
+    positions (B, T), the (possibly fractional) centres p_i, counted from 0; ``num_keys`` S;
+    ``half_width`` D >= 0. Returns a bool tensor (B, T, S). The window is [p_i - D, p_i + D]:
     2D + 1 keys when p_i is a whole number and the window lies inside the sequence.
     """
     if positions.ndim != 2:
-        raise ValueError(f"positions must have shape (B, Q), got {tuple(positions.shape)}")
+        raise ValueError(f"positions must have shape (B, T), got {tuple(positions.shape)}")
     if not half_width >= 0:
         raise ValueError(f"half_width must be >= 0, got {half_width}")
-    keys = torch.arange(num_keys, device=positions.device, dtype=positions.dtype)  # (K,)
+    keys = torch.arange(num_keys, device=positions.device, dtype=positions.dtype)  # (S,)
     # A small tolerance so that a centre computed as 2.9999999 still counts key 5 with D = 2.
     return (keys - positions.unsqueeze(-1)).abs() <= half_width + 1e-6
 
@@ -81,10 +82,10 @@ def local_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention within a window of half-width D around each query's position p_i.
 
-    Luong et al. (2015). queries (B, Q, d_q), keys (B, K, d_k), values (B, K, d_v),
-    positions (B, Q): the centres p_i, counted from 0; valid_lens (B,) or None;
-    score_fn(queries, keys) -> (B, Q, K).
-    Returns (output (B, Q, d_v), weights (B, Q, K)).
+    Luong et al. (2015). queries (B, T, d), keys (B, S, d), values (B, S, d_v),
+    positions (B, T): the centres p_i, counted from 0; valid_lens (B,) or None;
+    score_fn(queries, keys) -> (B, T, S).
+    Returns (output (B, T, d_v), weights (B, T, S)).
 
     The scores are softmaxed over the keys inside the window (and the valid
     length) only; every key outside gets weight exactly 0. With ``gaussian``
@@ -98,33 +99,33 @@ def local_attention(
     if not half_width > 0:
         raise ValueError(f"half_width must be > 0, got {half_width}")
     if positions.shape != queries.shape[:2]:
-        raise ValueError(f"positions must have shape (B, Q) = "
+        raise ValueError(f"positions must have shape (B, T) = "
                          f"{tuple(queries.shape[:2])}, got {tuple(positions.shape)}")
-    scores = score_fn(queries, keys)  # (B, Q, K)
-    centres = positions.to(scores.dtype)  # (B, Q)
-    keep = window_mask(centres, keys.shape[1], half_width)  # (B, Q, K)
+    scores = score_fn(queries, keys)  # (B, T, S)
+    centres = positions.to(scores.dtype)  # (B, T)
+    keep = window_mask(centres, keys.shape[1], half_width)  # (B, T, S)
     if valid_lens is not None:
         if valid_lens.shape != queries.shape[:1]:
             raise ValueError(f"valid_lens must have shape (B,) = "
                              f"({queries.shape[0]},), got {tuple(valid_lens.shape)}")
-        positions_k = torch.arange(keys.shape[1], device=keys.device)  # (K,)
-        real = positions_k < valid_lens[:, None]  # (B, K)
-        keep = keep & real[:, None, :]  # (B, Q, K)
+        positions_k = torch.arange(keys.shape[1], device=keys.device)  # (S,)
+        real = positions_k < valid_lens[:, None]  # (B, S)
+        keep = keep & real[:, None, :]  # (B, T, S)
     # As in masked_softmax: a score of -inf takes a key out of the softmax's sum.
-    weights = softmax(scores.masked_fill(~keep, -math.inf), dim=-1)  # (B, Q, K)
+    weights = softmax(scores.masked_fill(~keep, -math.inf), dim=-1)  # (B, T, S)
     if gaussian:
         sigma = half_width / 2
         j = torch.arange(keys.shape[1], device=keys.device, dtype=scores.dtype)
-        offsets = j - centres.unsqueeze(-1)  # (B, Q, K): j - p_i
+        offsets = j - centres.unsqueeze(-1)  # (B, T, S): j - p_i
         weights = weights * torch.exp(-offsets.pow(2) / (2 * sigma**2))
-    output = torch.bmm(weights, values)  # (B, Q, d_v)
+    output = torch.bmm(weights, values)  # (B, T, d_v)
     return output, weights
 
 
 class PositionPredictor(nn.Module):
-    """Luong's local-p: predict where to look, p_i = (L - 1) · sigmoid(v_pᵀ tanh(W_p q_i)).
+    """Luong's local-p: predict where to look, p_i = (S - 1) · sigmoid(v_pᵀ tanh(W_p q_i)).
 
-    forward: queries (B, Q, query_dim), valid_lens (B,) (the source lengths L) -> positions (B, Q),
+    forward: queries (B, T, query_dim), valid_lens (B,) (the source lengths S) -> positions (B, T),
     real numbers between 0 and L - 1 (positions are counted from 0). The position is differentiable
     in W_p and v_p, so it is learned with the rest of the model (through the Gaussian of
     ``local_attention``), with no alignment given.
@@ -137,9 +138,9 @@ class PositionPredictor(nn.Module):
 
     def forward(self, queries: torch.Tensor, valid_lens: torch.Tensor) -> torch.Tensor:
         if queries.ndim != 3 or valid_lens.shape != queries.shape[:1]:
-            raise ValueError(f"need queries (B, Q, d) and valid_lens (B,), got {tuple(queries.shape)} and {tuple(valid_lens.shape)}")
-        fraction = torch.sigmoid(self.v_p(torch.tanh(self.W_p(queries)))).squeeze(-1)  # (B, Q), in (0, 1)
-        return fraction * (valid_lens.to(fraction.dtype) - 1).unsqueeze(-1)  # (B, Q)
+            raise ValueError(f"need queries (B, T, d) and valid_lens (B,), got {tuple(queries.shape)} and {tuple(valid_lens.shape)}")
+        fraction = torch.sigmoid(self.v_p(torch.tanh(self.W_p(queries)))).squeeze(-1)  # (B, T), in (0, 1)
+        return fraction * (valid_lens.to(fraction.dtype) - 1).unsqueeze(-1)  # (B, T)
 
 
 class LocalAttentionDecoder(AttentionDecoder):
@@ -149,7 +150,7 @@ class LocalAttentionDecoder(AttentionDecoder):
     ``local_attention`` (the same additive score, half-width ``half_width``, Gaussian on) instead of
     over every source word. Everything else, the query H_{i-1} included, is ``AttentionDecoder``'s
     (Luong et al. use the new state H_i; the course keeps the notes' H_{i-1}). ``step`` returns
-    (logits (B, V), H_i (B, H), weights (B, S)), so ``Seq2Seq``, ``train`` and ``translate`` work unchanged.
+    (logits (B, V), H_i (B, d_h), weights (B, S)), so ``Seq2Seq``, ``train`` and ``translate`` work unchanged.
     """
 
     def __init__(
@@ -165,14 +166,14 @@ class LocalAttentionDecoder(AttentionDecoder):
         previous_hidden: torch.Tensor,
         encoded: EncoderOutput,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """y_{i-1} (B,), H_{i-1} (B, H) -> logits (B, V), H_i (B, H), a_i (B, S)."""
-        query = previous_hidden.unsqueeze(1)  # (B, 1, H): H_{i-1}
+        """y_{i-1} (B,), H_{i-1} (B, d_h) -> logits (B, V), H_i (B, d_h), a_i (B, S)."""
+        query = previous_hidden.unsqueeze(1)  # (B, 1, d_h): H_{i-1}
         positions = self.position(query, encoded.lengths)  # (B, 1): p_i
         context, weights = local_attention(
             query, encoded.states, encoded.states, positions,
             self.half_width, self.score, encoded.lengths,
-        )  # (B, 1, H_enc), (B, 1, S): weight only inside the window
-        context = context.squeeze(1)  # (B, H_enc): C_i
+        )  # (B, 1, d_h), (B, 1, S): weight only inside the window
+        context = context.squeeze(1)  # (B, d_h): C_i
         embedded = self.embedding(previous_tokens)  # (B, E)
         hidden = self.cell(torch.cat([embedded, context], -1), previous_hidden)
         logits = self.output(torch.cat([hidden, context, embedded], -1))

@@ -31,6 +31,12 @@ def untrained(corpus):
 
 
 @pytest.fixture(scope="module")
+def untrained_both_ways(corpus):
+    """Bahdanau's encoder: a second GRU reads each sentence from its end (chapter 7 compares the two)."""
+    return build_model(corpus, embed_dim=8, hidden_dim=8, attention_dim=8, seed=0, bidirectional=True)
+
+
+@pytest.fixture(scope="module")
 def trained(corpus):
     model = build_model(corpus, embed_dim=16, hidden_dim=32, attention_dim=16, seed=0)
     train(model, corpus, steps=150, batch_size=32, lr=1e-2, log_every=1000)
@@ -85,15 +91,21 @@ def test_occlusion_ignores_padding_and_does_not_change_the_model(corpus, untrain
     untrained.eval()
 
 
-def test_a_batch_gives_each_sentence_what_it_gets_alone(corpus, untrained):
-    pairs = corpus.held_out_pairs[:3]
+@pytest.mark.parametrize("encoder", ["one direction", "both directions"])
+def test_a_batch_gives_each_sentence_what_it_gets_alone(corpus, untrained, untrained_both_ways, encoder):
+    # With a bidirectional encoder the backward GRU starts at each sentence's own last word: the
+    # padding of a shorter sentence must not leak into its states, or into its influences.
+    model = untrained if encoder == "one direction" else untrained_both_ways
+    pairs = sorted(corpus.held_out_pairs, key=lambda p: len(p.source))[::20][:3]
+    assert len({len(p.source) for p in pairs}) > 1, "sentences of different lengths, so some are padded"
     together = corpus.collate(pairs)
     for measure in (occlusion_influence, gradient_influence):
-        batched = measure(untrained, together)
+        batched = measure(model, together)
         for row, pair in enumerate(pairs):
-            alone = measure(untrained, corpus.collate([pair]))[0]
+            alone = measure(model, corpus.collate([pair]))[0]
             target_len, source_len = alone.shape
             torch.testing.assert_close(batched[row, :target_len, :source_len], alone, atol=1e-5, rtol=1e-4)
+            assert torch.all(batched[row, :, source_len:] == 0) and torch.all(batched[row, target_len:] == 0)
 
 
 def test_gradient_times_input_matches_a_hand_computed_gradient(corpus, untrained):

@@ -1,10 +1,10 @@
-"""Chapter 2's figures: temperature as the dial from soft to hard attention, and soft against hard
-attention learning the same retrieval task."""
+"""Chapter 2's figures: soft/hard × global/local on one sentence, temperature as the dial from soft
+to hard attention, and soft against hard attention learning the same retrieval task."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import torch
@@ -20,9 +20,10 @@ def draw_temperature_dial(
     entropies: torch.Tensor,
     snapshots: Sequence[tuple[float, torch.Tensor]],
 ):
-    """Left: the entropy of the attention weights (T,) against the temperatures (T,), on a log axis,
-    between its limits log K (uniform weights) and 0 (one-hot). Right: one bar chart of the weights
-    (K,) for each ``(temperature, weights)`` in ``snapshots``, marked on the curve. Returns the figure."""
+    """Left: the entropy of the attention weights (n,) against the temperatures (n,), on a log axis,
+    between its limits log S (uniform weights over S keys) and 0 (one-hot). Right: one bar chart of
+    the weights (S,) for each ``(temperature, weights)`` in ``snapshots``, marked on the curve.
+    Returns the figure."""
     num_keys = snapshots[0][1].numel()
     fig = plt.figure(figsize=(10, 3.7), layout="constrained")
     grid = fig.add_gridspec(1, 1 + len(snapshots), width_ratios=[2.4] + [1] * len(snapshots))
@@ -62,11 +63,52 @@ def draw_temperature_dial(
         ax.set_ylim(0, 1.05)
         ax.set_xticks(positions)
         ax.set_title(f"weights at τ = {temperature:g}", fontsize=10)
-        ax.set_xlabel("key i")
+        ax.set_xlabel("key j")
         if column == 1:
-            ax.set_ylabel("weight of key i 权重")
+            ax.set_ylabel("weight of key j 权重")
         else:
             ax.set_yticklabels([])
+    return fig
+
+
+def draw_two_distinctions(
+    words: Sequence[str],
+    cells: Mapping[tuple[str, str], torch.Tensor],
+    window: torch.Tensor,
+):
+    """Soft/hard (rows) × global/local (columns): one bar chart of weights over ``words`` per cell.
+
+    ``cells[(kind, reach)]``, kind "soft" or "hard" and reach "global" or "local", holds the
+    weights (S,) over the S ``words``; ``window`` (S,) bool marks the keys eligible for local
+    attention, which are shaded in the local column. Keys outside the window are labelled "not
+    eligible" there. Returns the figure.
+    """
+    positions = list(range(len(words)))
+    fig, axes = plt.subplots(2, 2, figsize=(10, 5.6), sharex=True, sharey=True, layout="constrained")
+    inside = [j for j in positions if bool(window[j])]
+    titles = {"soft": "soft 软注意力", "hard": "hard 硬注意力",
+              "global": "global 全局: every key eligible", "local": "local 局部: only a window is eligible"}
+    for row, kind in enumerate(("soft", "hard")):
+        for column, reach in enumerate(("global", "local")):
+            ax = axes[row][column]
+            weights = cells[(kind, reach)].detach().float()
+            colour = SOFT_COLOUR if kind == "soft" else HARD_COLOUR
+            if reach == "local":
+                ax.axvspan(inside[0] - 0.5, inside[-1] + 0.5, color="#f2e6c9", zorder=0)
+                for j in positions:
+                    if not bool(window[j]):
+                        ax.text(j, 0.03, "not\neligible", ha="center", va="bottom", fontsize=7, color="dimgrey")
+            ax.bar(positions, weights.numpy(), color=colour, zorder=2)
+            for j, weight in enumerate(weights.tolist()):
+                if weight > 0.005:
+                    ax.text(j, weight + 0.02, f"{weight:.2f}", ha="center", va="bottom", fontsize=8)
+            ax.set_ylim(0, 1.15)
+            ax.set_title(f"{kind} + {reach}", fontsize=11)
+            ax.set_xticks(positions, words, rotation=30, ha="right", rotation_mode="anchor")
+            if column == 0:
+                ax.set_ylabel(f"{titles[kind]}\nweight aⱼ", fontsize=9)
+            if row == 0:
+                ax.set_title(f"{titles[reach]}\n{kind} + {reach}", fontsize=10)
     return fig
 
 
