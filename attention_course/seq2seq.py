@@ -1,6 +1,6 @@
 """Encoder–decoder translation on the toy corpus, without attention (chapter 5) and with it (chapter 6).
 
-The encoder reads the English ids x_1 … x_m into hidden states h_1 … h_m and one code C (its last
+The encoder reads the English ids x_1 … x_S into hidden states h_1 … h_S and one code C (its last
 state). Two decoders write the Chinese words y_1, y_2, … one at a time:
 
 - ``PlainDecoder``, the notes' "distracted model" (分心模型): every step sees the same C,
@@ -12,7 +12,9 @@ state). Two decoders write the Chinese words y_1, y_2, … one at a time:
 ``Seq2Seq`` joins an encoder and a decoder; ``build_model`` makes one for a corpus; ``train``,
 ``evaluate``, ``accuracy_by_length``, ``bleu_by_length`` and ``translate`` are what the chapters run.
 
-Shapes: B batch, S source tokens, T target steps, E embedding size, H hidden size, V vocabulary.
+Shapes (the course's notation, chapter 1): B batch, S source tokens, T target steps, E embedding size,
+d_h hidden size (2·d_h for a bidirectional encoder's states), vocab the target vocabulary's size.
+H_i is a decoder *state*, never a size.
 Nothing here prints or writes to stderr, and no function touches the global random state:
 ``build_model`` and ``train`` draw from their own seeds.
 """
@@ -53,14 +55,17 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------
-# The encoder: x_1 … x_m → h_1 … h_m and C.
+# The encoder: x_1 … x_S → h_1 … h_S and C.
 
 
 class EncoderOutput(NamedTuple):
     """What the encoder hands to a decoder.
 
-    - ``states`` (B, S, H): h_j, the hidden state after reading x_j; exactly 0 beyond each source's length.
-    - ``final`` (B, H): the state after each source's *last real* token, the single code C.
+    - ``states`` (B, S, d_h), or (B, S, 2·d_h) for a bidirectional encoder: h_j, the hidden state
+      after reading x_j; exactly 0 beyond each source's length.
+    - ``final`` (B, d_h): the single code C. One direction: the state after each source's *last real*
+      token. Bidirectional: the backward GRU's state at x_1, ←h_1, which has read the whole sentence
+      from its end back to x_1 (Bahdanau et al. start their decoder from it).
     - ``lengths`` (B,): tokens per source sentence, which the attention decoder masks with.
     """
 
@@ -70,18 +75,32 @@ class EncoderOutput(NamedTuple):
 
 
 class Encoder(nn.Module):
-    """An embedding and a one-layer, one-directional GRU over the source ids.
+    """An embedding and a one-layer GRU over the source ids, one-directional unless ``bidirectional``.
 
     forward: source (B, S) ids padded with ``<pad>``, lengths (B,) → ``EncoderOutput``.
-    The GRU reads a packed sequence, so padding never enters a state: a sentence gets the same
-    h_j and C alone or batched beside a longer one. One direction keeps the picture of the notes
-    (h_j has read x_1 … x_j) and is enough here: attention can look at any later h_j it needs.
+    The GRU reads a packed sequence, so padding never enters a state (in either direction): a
+    sentence gets the same h_j and C alone or batched beside a longer one.
+
+    One direction (the default) keeps the picture of the notes: h_j has read x_1 … x_j, and
+    attention can still look at any later h_j it needs. ``bidirectional=True`` is the encoder of
+    Bahdanau et al. (2015): a forward GRU reads x_1 … x_S, a backward GRU reads x_S … x_1, and
+    h_j = [→h_j; ←h_j] (size 2·d_h) has read the whole sentence, with the words near x_j most recent.
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int) -> None:
+    def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int, bidirectional: bool = False) -> None:
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=Vocab.pad_id)
-        self.rnn = nn.GRU(embed_dim, hidden_dim, batch_first=True)
+        self.bidirectional = bidirectional
+        self.hidden_dim = hidden_dim
+        if bidirectional:
+            self.rnn = nn.GRU(embed_dim, hidden_dim, batch_first=True, bidirectional=True)
+        else:
+            self.rnn = nn.GRU(embed_dim, hidden_dim, batch_first=True)
+
+    @property
+    def state_dim(self) -> int:
+        """The size of each h_j: d_h, or 2·d_h for a bidirectional encoder."""
+        return 2 * self.hidden_dim if self.bidirectional else self.hidden_dim
 
     def forward(self, source: torch.Tensor, lengths: torch.Tensor) -> EncoderOutput:
         if source.ndim != 2 or lengths.shape != source.shape[:1]:
@@ -90,16 +109,17 @@ class Encoder(nn.Module):
             raise ValueError(f"every source length must be between 1 and S = {source.shape[1]}, got {lengths.tolist()}")
         embedded = self.embedding(source)  # (B, S, E)
         packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        packed_states, final = self.rnn(packed)  # final: (1, B, H), taken at each sentence's own last token
-        states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=source.shape[1])  # (B, S, H)
-        return EncoderOutput(states, final[0], lengths)
+        # final: (directions, B, d_h). Forward: the state at each sentence's own last token; backward: at x_1.
+        packed_states, final = self.rnn(packed)
+        states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=source.shape[1])  # (B, S, d_h or 2·d_h)
+        return EncoderOutput(states, final[-1], lengths)
 
 
 # ---------------------------------------------------------------------------------------------
 # The decoders. Both have the same three methods:
-#   initial_state(encoded) -> H_0 (B, H)
-#   step(previous_tokens (B,), previous_hidden H_{i-1} (B, H), encoded) -> (logits (B, V), H_i (B, H), weights (B, S) or None)
-#   forward(target_input (B, T), encoded) -> (logits (B, T, V), weights (B, T, S) or None), teacher forcing.
+#   initial_state(encoded) -> H_0 (B, d_h)
+#   step(previous_tokens (B,), previous_hidden H_{i-1} (B, d_h), encoded) -> (logits (B, vocab), H_i (B, d_h), weights (B, S) or None)
+#   forward(target_input (B, T), encoded) -> (logits (B, T, vocab), weights (B, T, S) or None), teacher forcing.
 
 
 class PlainDecoder(nn.Module):
@@ -118,28 +138,28 @@ class PlainDecoder(nn.Module):
         self.output = nn.Linear(hidden_dim + context_dim + embed_dim, vocab_size)
 
     def initial_state(self, encoded: EncoderOutput) -> torch.Tensor:
-        """H_0 (B, H), computed from C."""
+        """H_0 (B, d_h), computed from C."""
         return torch.tanh(self.init_state(encoded.final))
 
     def forward(self, target_input: torch.Tensor, encoded: EncoderOutput) -> tuple[torch.Tensor, None]:
-        """target_input (B, T) (``<bos>`` y_1 … y_{T-1}) → (logits (B, T, V), None).
+        """target_input (B, T) (``<bos>`` y_1 … y_{T-1}) → (logits (B, T, vocab), None).
 
         C is the same at every step, so all T steps run as one GRU call; ``step`` computes the same thing
         one step at a time (for greedy decoding).
         """
         embedded = self.embedding(target_input)  # (B, T, E)
-        context = encoded.final.unsqueeze(1).expand(-1, target_input.shape[1], -1)  # (B, T, H_enc): C, T times
-        hidden, _ = self.rnn(torch.cat([embedded, context], -1), self.initial_state(encoded).unsqueeze(0))  # (B, T, H)
+        context = encoded.final.unsqueeze(1).expand(-1, target_input.shape[1], -1)  # (B, T, d_h): C, T times
+        hidden, _ = self.rnn(torch.cat([embedded, context], -1), self.initial_state(encoded).unsqueeze(0))  # (B, T, d_h)
         return self.output(torch.cat([hidden, context, embedded], -1)), None
 
     def step(
         self, previous_tokens: torch.Tensor, previous_hidden: torch.Tensor, encoded: EncoderOutput
     ) -> tuple[torch.Tensor, torch.Tensor, None]:
-        """One output step: y_{i-1} (B,) and H_{i-1} (B, H) → (logits (B, V), H_i (B, H), None)."""
+        """One output step: y_{i-1} (B,) and H_{i-1} (B, d_h) → (logits (B, vocab), H_i (B, d_h), None)."""
         embedded = self.embedding(previous_tokens)  # (B, E)
-        context = encoded.final  # (B, H_enc): C, the same at every step
+        context = encoded.final  # (B, d_h): C, the same at every step
         _, hidden = self.rnn(torch.cat([embedded, context], -1).unsqueeze(1), previous_hidden.unsqueeze(0))
-        hidden = hidden[0]  # (B, H)
+        hidden = hidden[0]  # (B, d_h)
         return self.output(torch.cat([hidden, context, embedded], -1)), hidden, None
 
 
@@ -161,20 +181,31 @@ class AttentionDecoder(nn.Module):
     an input of the GRU step that produces H_i. The tests check that a_1 depends on H_0 alone.
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int, context_dim: int, attention_dim: int) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        hidden_dim: int,
+        context_dim: int,
+        attention_dim: int,
+        initial_dim: int | None = None,
+    ) -> None:
+        """``context_dim`` is the size of each h_j (the keys and values); ``initial_dim`` the size of
+        the encoder's ``final`` state that H_0 is computed from (default: ``context_dim``; a
+        bidirectional encoder's h_j are twice the size of its ``final`` ←h_1)."""
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=Vocab.pad_id)
-        self.init_state = nn.Linear(context_dim, hidden_dim)
+        self.init_state = nn.Linear(context_dim if initial_dim is None else initial_dim, hidden_dim)
         self.score = AdditiveScore(query_dim=hidden_dim, key_dim=context_dim, hidden_dim=attention_dim)
         self.cell = nn.GRUCell(embed_dim + context_dim, hidden_dim)
         self.output = nn.Linear(hidden_dim + context_dim + embed_dim, vocab_size)
 
     def initial_state(self, encoded: EncoderOutput) -> torch.Tensor:
-        """H_0 (B, H), computed from the encoder's final state; it is the query of the first step."""
+        """H_0 (B, d_h), computed from the encoder's final state; it is the query of the first step."""
         return torch.tanh(self.init_state(encoded.final))
 
     def forward(self, target_input: torch.Tensor, encoded: EncoderOutput) -> tuple[torch.Tensor, torch.Tensor]:
-        """target_input (B, T) (``<bos>`` y_1 … y_{T-1}) → (logits (B, T, V), weights (B, T, S)).
+        """target_input (B, T) (``<bos>`` y_1 … y_{T-1}) → (logits (B, T, vocab), weights (B, T, S)).
 
         ``weights[b, i, j]`` is a_ij for sentence b: how much output step i attends to source token j.
         """
@@ -189,18 +220,18 @@ class AttentionDecoder(nn.Module):
     def step(
         self, previous_tokens: torch.Tensor, previous_hidden: torch.Tensor, encoded: EncoderOutput
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One output step i: y_{i-1} (B,) and H_{i-1} (B, H) → (logits (B, V), H_i (B, H), a_i (B, S)).
+        """One output step i: y_{i-1} (B,) and H_{i-1} (B, d_h) → (logits (B, vocab), H_i (B, d_h), a_i (B, S)).
 
         ``previous_hidden`` is H_{i-1}, and it alone is the query: the weights of step i must not
         depend on ``previous_tokens`` (using the new state H_i as the query would be the bug).
         """
-        query = previous_hidden.unsqueeze(1)  # (B, 1, H): H_{i-1}
-        scores = self.score(query, encoded.states)  # (B, 1, S): F(h_j, H_{i-1})
+        query = previous_hidden.unsqueeze(1)  # (B, 1, d_h): H_{i-1}
+        scores = self.score(query, encoded.states)  # (B, 1, S): s_ij = F(h_j, H_{i-1})
         weights = masked_softmax(scores, encoded.lengths)  # (B, 1, S): a_ij, 0 beyond each source's length
-        context = torch.bmm(weights, encoded.states).squeeze(1)  # (B, H_enc): C_i = Σ_j a_ij h_j
+        context = torch.bmm(weights, encoded.states).squeeze(1)  # (B, d_h or 2·d_h): C_i = Σ_j a_ij h_j
         embedded = self.embedding(previous_tokens)  # (B, E)
-        hidden = self.cell(torch.cat([embedded, context], -1), previous_hidden)  # (B, H): H_i
-        logits = self.output(torch.cat([hidden, context, embedded], -1))  # (B, V)
+        hidden = self.cell(torch.cat([embedded, context], -1), previous_hidden)  # (B, d_h): H_i
+        logits = self.output(torch.cat([hidden, context, embedded], -1))  # (B, vocab)
         return logits, hidden, weights.squeeze(1)
 
 
@@ -223,7 +254,7 @@ class Seq2Seq(nn.Module):
     def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: the decoder reads the true previous words ``batch.target_input``.
 
-        Returns (logits (B, T, V), weights (B, T, S) for an attention decoder, else None).
+        Returns (logits (B, T, vocab), weights (B, T, S) for an attention decoder, else None).
         Position i of the logits predicts ``batch.target_output[:, i]``.
         """
         encoded = self.encoder(batch.source, batch.source_lengths)
@@ -271,18 +302,28 @@ def build_model(
     hidden_dim: int = 64,
     attention_dim: int = 64,
     seed: int = 0,
+    bidirectional: bool = False,
 ) -> Seq2Seq:
     """A ``Seq2Seq`` sized for ``corpus``'s vocabularies, with an ``AttentionDecoder`` or a ``PlainDecoder``.
+
+    ``bidirectional=True`` gives the attention decoder the encoder of Bahdanau et al. (2015):
+    h_j = [→h_j; ←h_j] of size 2·d_h, and H_0 = tanh(W ←h_1). (It needs ``attention=True``: the
+    plain decoder is built for a one-directional encoder.) The default, one-directional model is
+    the same, weight for weight, as before the option existed.
 
     The weights are drawn from ``seed`` (the global random state is left as it was), so the same
     arguments always give the same model.
     """
+    if bidirectional and not attention:
+        raise ValueError("the bidirectional encoder is built for the attention decoder; use attention=True")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        encoder = Encoder(len(corpus.source_vocab), embed_dim, hidden_dim)
+        encoder = Encoder(len(corpus.source_vocab), embed_dim, hidden_dim, bidirectional=bidirectional)
         target_size = len(corpus.target_vocab)
         if attention:
-            decoder = AttentionDecoder(target_size, embed_dim, hidden_dim, hidden_dim, attention_dim)
+            decoder = AttentionDecoder(
+                target_size, embed_dim, hidden_dim, encoder.state_dim, attention_dim, initial_dim=hidden_dim
+            )
         else:
             decoder = PlainDecoder(target_size, embed_dim, hidden_dim, hidden_dim)
         return Seq2Seq(encoder, decoder)
@@ -351,7 +392,7 @@ class TrainingHistory:
 
 
 def sequence_loss(logits: torch.Tensor, target_output: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the real target tokens: logits (B, T, V), target_output (B, T); ``<pad>`` is ignored."""
+    """Mean cross-entropy over the real target tokens: logits (B, T, vocab), target_output (B, T); ``<pad>`` is ignored."""
     return nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), target_output.reshape(-1), ignore_index=Vocab.pad_id
     )
@@ -420,7 +461,7 @@ def train(
         for step, batch in enumerate(_training_batches(corpus, batch_size, seed, epochs), start=1):
             start = time.perf_counter()
             optimizer.zero_grad()
-            logits, _ = model(batch)  # (B, T, V), teacher forcing
+            logits, _ = model(batch)  # (B, T, vocab), teacher forcing
             loss = sequence_loss(logits, batch.target_output)
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), clip_norm)

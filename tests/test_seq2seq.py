@@ -9,6 +9,7 @@ from attention_course.attention import masked_softmax
 from attention_course.corpus import Clause, ToyTranslationCorpus, Vocab, render_pair
 from attention_course.seq2seq import (
     AttentionDecoder,
+    Encoder,
     PlainDecoder,
     Seq2Seq,
     accuracy_by_length,
@@ -281,3 +282,84 @@ def test_scores_by_length_cover_the_held_out_set_and_agree_with_exact_match(trai
         if exact.score == 1.0:
             assert b.score == pytest.approx(100.0)
     assert capfd.readouterr().err == ""
+
+
+# --- the bidirectional encoder (Bahdanau et al. 2015) ----------------------------------------------
+
+
+def test_the_default_model_is_the_one_directional_encoder_built_by_hand(corpus):
+    """The graded exercises build Encoder(V, 32, 64) and AttentionDecoder(V, 32, 64, 64, 64) after
+    torch.manual_seed; the option must not change a single default weight."""
+    for attention in (True, False):
+        model = build_model(corpus, attention=attention, seed=4)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(4)
+            encoder = Encoder(len(corpus.source_vocab), 32, 64)
+            sizes = (len(corpus.target_vocab), 32, 64, 64)
+            decoder = AttentionDecoder(*sizes, 64) if attention else PlainDecoder(*sizes)
+        by_hand = Seq2Seq(encoder, decoder).state_dict()
+        assert list(model.state_dict()) == list(by_hand)
+        assert all(torch.equal(value, by_hand[name]) for name, value in model.state_dict().items())
+        assert not model.encoder.bidirectional and model.encoder.state_dim == 64
+
+
+def test_bidirectional_states_are_both_directions_and_the_code_is_the_backward_state_at_x1(corpus, batch):
+    model = build_model(corpus, hidden_dim=24, bidirectional=True)
+    with torch.no_grad():
+        encoded = model.encoder(batch.source, batch.source_lengths)
+        _, weights = model(batch)
+    batch_size, source_len = batch.source.shape
+    assert encoded.states.shape == (batch_size, source_len, 48)  # h_j = [→h_j; ←h_j]
+    assert encoded.final.shape == (batch_size, 24)
+    assert weights.shape == (batch_size, batch.target_input.shape[1], source_len)
+    for row, length in enumerate(batch.source_lengths.tolist()):
+        torch.testing.assert_close(encoded.final[row], encoded.states[row, 0, 24:])  # ←h_1
+        assert torch.all(encoded.states[row, length:] == 0), "states beyond a sentence's end must be 0"
+        torch.testing.assert_close(weights[row, :, :length].sum(-1), torch.ones(weights.shape[1]))
+
+
+def test_a_bidirectional_model_needs_the_attention_decoder(corpus):
+    with pytest.raises(ValueError, match="attention"):
+        build_model(corpus, attention=False, bidirectional=True)
+
+
+def test_bidirectional_padding_does_not_change_a_sentences_result(corpus):
+    model = build_model(corpus, bidirectional=True)
+    short = render_pair([Clause("Tom", "chase", "Jerry")])
+    long = render_pair([Clause("the cat", "see", "the dog", "quickly", "in the garden", "yesterday")] * 3)
+    alone, together = corpus.collate([short]), corpus.collate([long, short])
+    with torch.no_grad():
+        encoded_alone = model.encoder(alone.source, alone.source_lengths)
+        encoded_together = model.encoder(together.source, together.source_lengths)
+        logits_alone, weights_alone = model(alone)
+        logits_together, weights_together = model(together)
+    source_len, target_len = alone.source.shape[1], alone.target_input.shape[1]
+    torch.testing.assert_close(encoded_together.states[1, :source_len], encoded_alone.states[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(encoded_together.final[1], encoded_alone.final[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(logits_together[1, :target_len], logits_alone[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(weights_together[1, :target_len, :source_len], weights_alone[0], rtol=1e-5, atol=1e-6)
+
+
+def test_only_the_bidirectional_h1_has_read_the_last_word(corpus):
+    """h_1 = [→h_1; ←h_1]: the backward half has read the sentence from its end, so the last word
+    reaches it; a one-directional h_1 has read x_1 alone."""
+    sentences = [render_pair([Clause("Tom", "chase", "Jerry")]), render_pair([Clause("Tom", "chase", "Spike")])]
+    batch = corpus.collate(sentences)
+    for bidirectional in (True, False):
+        model = build_model(corpus, bidirectional=bidirectional)
+        with torch.no_grad():
+            states = model.encoder(batch.source, batch.source_lengths).states  # (2, S, d_h or 2·d_h)
+        changed = not torch.allclose(states[0, 0], states[1, 0])
+        assert changed == bidirectional
+        if bidirectional:
+            torch.testing.assert_close(states[0, 0, :64], states[1, 0, :64])  # →h_1 has still read x_1 alone
+
+
+def test_a_bidirectional_model_trains(corpus):
+    model = build_model(corpus, embed_dim=16, hidden_dim=32, attention_dim=16, bidirectional=True)
+    history = train(model, corpus, steps=30, batch_size=32, lr=1e-2, log_every=100)
+    first, last = history.step_losses[:5], history.step_losses[-5:]
+    assert sum(last) / 5 < 0.75 * sum(first) / 5
+    again = train(build_model(corpus, embed_dim=16, hidden_dim=32, attention_dim=16, bidirectional=True), corpus,
+                  steps=30, batch_size=32, lr=1e-2, log_every=100)
+    assert again.step_losses == history.step_losses

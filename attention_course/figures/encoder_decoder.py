@@ -122,7 +122,7 @@ def draw_encoder_decoder(
     # What the encoder hands over runs along a line under the decoder and rises into every step.
     if attention:
         ax.plot([enc_right, dec_xs[-1]], [bus_y, bus_y], color="#2e6da4", linewidth=1.6)
-        ax.text((enc_right + dec_left) / 2, bus_y - 0.15, "all encoder states\n$h_1, …, h_m$", ha="center",
+        ax.text((enc_right + dec_left) / 2, bus_y - 0.15, "all encoder states\n$h_1, …, h_S$", ha="center",
                 va="top", fontsize=9.5, color="#2e6da4")
         for i, x in enumerate(dec_xs, start=1):
             arrow(ax, (x, bus_y), (x, 2.82), colour="#2e6da4")
@@ -213,7 +213,7 @@ def draw_rnn_encoder_decoder(source: Sequence[str] = NOTES_SOURCE, target: Seque
             arrow(ax, (enc_xs[j - 2] + 0.53, 3.3), (x - 0.53, 3.3))
     # C is the encoder's last state; H_0 is made from it.
     arrow(ax, (enc_xs[-1] + 0.53, 3.3), (dec_xs[0] - 0.53, 3.3))
-    ax.text((enc_xs[-1] + dec_xs[0]) / 2, 3.45, "$C = h_m$", ha="center", va="bottom", fontsize=11,
+    ax.text((enc_xs[-1] + dec_xs[0]) / 2, 3.45, "$C = h_S$", ha="center", va="bottom", fontsize=11,
             color="#7d5ba6")
     previous = ["<bos>", *target[:-1]]
     for i, x in enumerate(dec_xs):
@@ -317,16 +317,16 @@ def draw_alignment_score():
     arrow(ax, (8.45, 3.5), (8.95, 3.5))
     box(ax, 9.65, 3.5, 1.4, 0.7, "$w_v^\\top(\\cdot)$", CONTEXT_COLOUR, fontsize=12)
     arrow(ax, (10.35, 3.5), (10.85, 3.5))
-    ax.text(11.0, 3.5, "$e_{ij}$", ha="left", va="center", fontsize=14)
-    ax.text(8.75, 4.2, "$e_{ij} = F(h_j, H_{i-1})$, the additive score", ha="center", va="bottom", fontsize=10,
+    ax.text(11.0, 3.5, "$s_{ij}$", ha="left", va="center", fontsize=14)
+    ax.text(8.75, 4.2, "$s_{ij} = F(h_j, H_{i-1})$, the additive score", ha="center", va="bottom", fontsize=10,
             color="#7d5ba6")
     ax.add_patch(Rectangle((5.85, 2.9), 5.8, 1.2, facecolor="none", edgecolor="#7d5ba6", linestyle="--"))
-    # All positions j = 1 … L_x go through the same network; softmax compares them.
+    # All positions j = 1 … S go through the same network; softmax compares them.
     arrow(ax, (11.75, 3.5), (12.35, 3.5))
-    box(ax, 13.5, 3.5, 2.1, 1.5, "softmax over\n$j = 1, …, L_x$", CONTEXT_COLOUR, fontsize=11)
+    box(ax, 13.5, 3.5, 2.1, 1.5, "softmax over\n$j = 1, …, S$", CONTEXT_COLOUR, fontsize=11)
     arrow(ax, (13.5, 4.25), (13.5, 5.05))
     box(ax, 13.5, 5.45, 1.0, 0.7, "$a_{ij}$", WEIGHT_COLOUR, fontsize=13)
-    ax.text(13.5, 2.55, "$e_{i1}, …, e_{iL_x}$\nfrom every $h_j$", ha="center", va="top", fontsize=10,
+    ax.text(13.5, 2.55, "$s_{i1}, …, s_{iS}$\nfrom every $h_j$", ha="center", va="top", fontsize=10,
             color="#555555")
     ax.set_title("How one weight $a_{ij}$ is produced", fontsize=12)
     fig.tight_layout()
@@ -504,5 +504,106 @@ def draw_length_experiment(
     right.set_ylim(-3, 103)
     right.set_title("BLEU (sacrebleu, words as tokens)", fontsize=11)
     left.legend(fontsize=9, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 6.2: several seeds, sentences longer than any in training.
+
+SEED_COLOURS = {"plain": "#2e86c1", "attention": "#c0392b", "bidirectional": "#8e44ad"}
+SEED_MARKERS = {"plain": "s", "attention": "o", "bidirectional": "^"}
+
+
+def draw_seed_bands(
+    labels: Sequence[str],
+    exact: Mapping[str, Sequence[Sequence[float]]],
+    bleu: Mapping[str, Sequence[Sequence[float]]],
+    names: Mapping[str, str] | None = None,
+):
+    """Exact match (%) and BLEU per length bucket: the mean over seeds as a line, min–max as a band.
+
+    ``exact[model]`` and ``bleu[model]`` hold one list of per-bucket scores per seed (exact match in
+    0–1, BLEU in 0–100); ``labels`` name the buckets; ``names`` gives each model's legend entry.
+    """
+    names = names or {}
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.7))
+    for ax, table, scale, title in ((axes[0], exact, 100, "sentence accuracy (%)"), (axes[1], bleu, 1, "BLEU")):
+        for model, runs in table.items():
+            values = torch.tensor(runs, dtype=torch.float64) * scale  # (seeds, buckets)
+            if values.shape[1] != len(labels):
+                raise ValueError(f"{model}: {values.shape[1]} buckets, but {len(labels)} labels")
+            x = range(len(labels))
+            colour = SEED_COLOURS.get(model)
+            ax.fill_between(x, values.min(0).values, values.max(0).values, color=colour, alpha=0.2, linewidth=0)
+            ax.plot(x, values.mean(0), color=colour, marker=SEED_MARKERS.get(model, "o"), linewidth=2,
+                    label=f"{names.get(model, model)} ({values.shape[0]} seeds)")
+        ax.set_xticks(range(len(labels)), labels, fontsize=9)
+        ax.set_xlabel("source length in tokens")
+        ax.set_ylabel(title)
+        ax.set_ylim(-3, 103)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def draw_output_lengths(
+    per_model: Mapping[str, Sequence[Sequence[int]]], longest_train_target: int, names: Mapping[str, str] | None = None
+):
+    """Output length against reference length on the extrapolation set, one panel per model.
+
+    ``per_model[key]`` holds (reference length, output length, wrote <eos>) per sentence, for a key
+    such as "plain" or "attention:3" (model, then a label); ``names[key]`` titles its panel. The
+    diagonal is a right-length output; the dashed line, the longest target seen in training; a
+    cross marks an output that never wrote ``<eos>`` (it ran to the length limit).
+    """
+    names = names or {}
+    fig, axes = plt.subplots(1, len(per_model), figsize=(3.4 * len(per_model) + 0.6, 3.5), sharey=True, squeeze=False)
+    top = max(max(row[0], row[1]) for rows in per_model.values() for row in rows) + 3
+    for ax, (model, rows) in zip(axes[0], per_model.items()):
+        colour = SEED_COLOURS.get(model.split(":")[0])  # "attention:3" is drawn in attention's colour
+        ended = [row for row in rows if row[2]]
+        running = [row for row in rows if not row[2]]
+        ax.scatter([r[0] for r in ended], [r[1] for r in ended], s=12, alpha=0.35, color=colour, label="wrote <eos>")
+        if running:
+            ax.scatter([r[0] for r in running], [r[1] for r in running], s=16, marker="x", color="black",
+                       label="no <eos>")
+        ax.plot([0, top], [0, top], color="grey", linewidth=1, label="right length")
+        ax.axhline(longest_train_target, color="black", linestyle="--", linewidth=1,
+                   label=f"longest training target ({longest_train_target})")
+        ax.set_xlim(longest_train_target - 2, top)
+        ax.set_ylim(0, top)
+        ax.set_title(names.get(model, model), fontsize=10)
+        ax.set_xlabel("reference length (words)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("output length (words)")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def draw_long_attention(
+    weights: torch.Tensor, source: Sequence[str], output: Sequence[str], longest_train_target: int, title: str = ""
+):
+    """The attention (rows: output words, then ``<eos>``) of one translation of a long sentence.
+
+    ``weights`` is (len(output) + 1, S) when the decoder wrote ``<eos>`` (its row comes last), or
+    (len(output), S). Source words that start a clause ("and") are marked on the x-axis; the dashed
+    line is drawn after the output word that matches the longest training target's length.
+    """
+    rows = list(output) + (["<eos>"] if weights.shape[0] == len(output) + 1 else [])
+    _check_matrix(weights, source, rows)
+    fig, ax = plt.subplots(figsize=(0.2 * len(source) + 2.6, 0.2 * len(rows) + 1.8))
+    image = _draw_matrix(ax, weights, source, rows, annotate=False, fontsize=7)
+    ax.axhline(longest_train_target - 0.5, color="#e67e22", linestyle="--", linewidth=1.5)
+    for j, word in enumerate(source):
+        if word == CLAUSE_JOINER[0]:
+            ax.axvline(j, color="grey", linewidth=0.6, alpha=0.6)
+    ax.set_xlabel("source 源 (English)")
+    ax.set_ylabel("output (Chinese)")
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="$a_{ij}$")
     fig.tight_layout()
     return fig
