@@ -16,9 +16,11 @@ book: venv assets system
 	@echo "The book is built. Open file://$(HTML)/index.html"
 	@echo "or serve it: $(PY) -m http.server --directory $(HTML) 8000  (then http://127.0.0.1:8000/)"
 
-## test: the whole test suite (builds the book first if it is not up to date)
+## test: the whole test suite (builds the book first if it is not up to date), in TEST_WORKERS processes
+## (pytest-xdist; each test file runs whole in one of them, so a module's fixtures are built once)
+TEST_WORKERS ?= 2
 test: book system-test
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 ## bench: build times (clean, unchanged, chapters' own execution); results in bench/results/
 bench: venv assets system

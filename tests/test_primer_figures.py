@@ -38,7 +38,9 @@ def _row_texts(fig, low: float, high: float) -> list[str]:
 
 def test_teacher_forcing_reads_the_reference_and_free_running_reads_its_own_outputs():
     from attention_course.figures.primer import draw_teacher_forcing
+    from attention_course.plotting import use_course_style
 
+    use_course_style()  # the figure's row titles are in Chinese
     reference = ("A", "B", "C")
     fig = draw_teacher_forcing(reference, forced_outputs=("A", "C", "C"), free_outputs=("A", "C", "A"))
     texts = [t.get_text() for t in fig.axes[0].texts]
