@@ -294,11 +294,17 @@ def run_cell(page, editor, result, attempts: int = 4) -> None:
         try:
             editor.click()
         except PlaywrightTimeoutError:
-            # Seen once on a heavily loaded machine: a JupyterLab dialog covered the notebook. Say which.
+            # On a loaded machine JupyterLab may ask which kernel to start (the kernel specs arrived after
+            # the notebook opened), with the notebook's own Python 3 kernel preselected: accept it, as a
+            # user would. Any other dialog is a failure, and says which.
             dialog = page.locator("dialog.jp-Dialog")
-            if dialog.count():
-                raise AssertionError(f"a JupyterLab dialog covers the notebook: {dialog.first.inner_text()!r}") from None
-            raise
+            if not dialog.count():
+                raise
+            text = dialog.first.inner_text()
+            if not (text.startswith("Select Kernel") and "Python 3" in text) or attempt == attempts - 1:
+                raise AssertionError(f"a JupyterLab dialog covers the notebook: {text!r}") from None
+            dialog.first.locator(".jp-Dialog-button.jp-mod-accept").click()
+            continue
         page.keyboard.press("Control+Enter")
         try:
             result.wait_for(timeout=20000)
