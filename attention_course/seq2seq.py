@@ -92,10 +92,7 @@ class Encoder(nn.Module):
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=Vocab.pad_id)
         self.bidirectional = bidirectional
         self.hidden_dim = hidden_dim
-        if bidirectional:
-            self.rnn = nn.GRU(embed_dim, hidden_dim, batch_first=True, bidirectional=True)
-        else:
-            self.rnn = nn.GRU(embed_dim, hidden_dim, batch_first=True)
+        self.rnn = nn.GRU(embed_dim, hidden_dim, batch_first=True, bidirectional=bidirectional)
 
     @property
     def state_dim(self) -> int:
