@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from offline_assets import offending_urls  # noqa: E402
+from offline_assets import offending_urls, unhosted_widgets  # noqa: E402
 
 
 def toc_files() -> list[Path]:
@@ -47,7 +49,44 @@ def test_the_build_has_no_solutions(built_html):
 
 def test_the_vendored_scripts_ship_with_their_licences(built_html):
     licences = {p.name for p in (built_html / "_static" / "offline" / "LICENSES").iterdir()}
-    assert {"requirejs.txt", "mathjax.txt", "@jupyter-widgets__html-manager.txt", "anywidget.txt"} <= licences
+    assert {"mathjax.txt"} <= licences
+
+
+def _scripts(html: str) -> list[str]:
+    return re.findall(r'<script[^>]*\bsrc="([^"?]+)', html)
+
+
+def test_only_pages_with_a_widget_load_the_widget_host_and_no_widget_manager(built_html):
+    # The 3.6 MB Jupyter widgets HTML manager (and RequireJS) are gone; the book's own host is loaded
+    # where a widget is, and nowhere else.
+    pages = [p for p in built_html.rglob("*.html") if "_static" not in p.relative_to(built_html).parts]
+    with_widgets = set()
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        scripts = _scripts(html)
+        assert not [s for s in scripts if "html-manager" in s or s.endswith("require.js")], page
+        has_widget = "application/vnd.jupyter.widget-view+json" in html
+        loads_host = any(s.endswith("offline/widget-host.js") for s in scripts)
+        assert loads_host == has_widget, page
+        if has_widget:
+            with_widgets.add(page.relative_to(built_html).as_posix())
+    assert {"book/02-soft-hard.html", "book/04-three-stages.html", "book/06-attention-decoder.html"} <= with_widgets
+    host = built_html / "_static" / "offline" / "widget-host.js"
+    assert host.stat().st_size < 10_000
+
+
+def test_a_widget_the_host_cannot_show_is_refused_at_build_time():
+    state = {
+        "version_major": 2, "version_minor": 0,
+        "state": {
+            "a": {"model_module": "anywidget", "model_name": "AnyModel", "state": {}},
+            "b": {"model_module": "@jupyter-widgets/base", "model_name": "LayoutModel", "state": {}},
+            "c": {"model_module": "@jupyter-widgets/controls", "model_name": "IntSliderModel", "state": {}},
+        },
+    }
+    html = f'<script type="application/vnd.jupyter.widget-state+json">{json.dumps(state)}</script>'
+    assert unhosted_widgets(html) == ["IntSliderModel from @jupyter-widgets/controls (c)"]
+    assert unhosted_widgets(html.replace("IntSliderModel", "AnyModel").replace("@jupyter-widgets/controls", "anywidget")) == []
 
 
 def test_the_static_check_flags_remote_and_root_absolute_fetches():
@@ -55,7 +94,7 @@ def test_the_static_check_flags_remote_and_root_absolute_fetches():
         '<script src="https://cdn.example.org/x.js"></script>'
         '<link rel="stylesheet" href="//fonts.example.org/a.css">'
         '<img src="/_static/logo.png">'
-        '<script src="../_static/offline/require.js"></script>'
+        '<script src="../_static/offline/widget-host.js"></script>'
         '<a href="https://example.org/paper.pdf">a link a reader may follow</a>'
     )
     assert offending_urls(html) == [

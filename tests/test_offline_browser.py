@@ -79,10 +79,10 @@ def test_a_root_absolute_asset_path_is_caught(built_html, browser, tmp_path):
     shutil.copytree(built_html, copy)
     page = copy / "book" / "01-overview.html"
     html = page.read_text(encoding="utf-8")
-    page.write_text(html.replace("</head>", '<script src="/_static/offline/require.js"></script></head>', 1))
+    page.write_text(html.replace("</head>", '<script src="/_static/offline/widget-host.js"></script></head>', 1))
     with serve(copy) as base:
         report = audit_page(browser, base + "book/01-overview.html", base)
-    assert any("/_static/offline/require.js" in problem for problem in report.problems)
+    assert any("/_static/offline/widget-host.js" in problem for problem in report.problems)
 
 
 def test_the_root_page_leads_to_the_book(built_html, browser):

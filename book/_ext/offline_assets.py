@@ -1,16 +1,20 @@
 """Sphinx extension: the built book serves its own scripts and fonts, and requests nothing from another host.
 
-When the builder starts it copies the third-party files the pages need (RequireJS and the Jupyter
-widgets HTML manager for embedded widgets, MathJax for math, the AMD build of anywidget) from
-``web/node_modules`` and the Python environment into the output's ``_static/offline/``, with their
-licences; pages name them relative to themselves (``mathjax_path``, ``nb_ipywidgets_js`` in
-``_config.yml``). They never pass through the book's root ``_static``, whose ``.js`` files Jupyter Book
-adds to every page (a second anonymous ``define()`` breaks RequireJS). The copy is redone only when the
-npm lockfile, anywidget or this file change.
+When the builder starts it copies the files the pages need into the output's ``_static/offline/``:
+MathJax for math (from ``web/node_modules``, with its licence) and the book's own widget host
+(``widget_host.js`` beside this file), which runs the anywidget front ends embedded in a page. Pages
+name them relative to themselves (``mathjax_path``, ``nb_ipywidgets_js`` in ``_config.yml``), and only
+pages with a widget load the host. The copy is redone only when the npm lockfile, the host or this file
+change.
 
-At ``build-finished`` it reads every written HTML page and reports, as a Sphinx warning (an error under
-``-W``), any script, stylesheet, image or frame that would be fetched from another host or from a
-root-absolute path (which breaks under a sub-path or ``file://``).
+Why not the Jupyter widgets HTML manager: with RequireJS it weighed 3.6 MB on every widget page, plus
+icon fonts, to run two anywidget modules that need only ``get``/``set``/``on``/``save_changes``. The host
+is 5 KB. So that no page silently shows an empty box, ``build-finished`` refuses (a Sphinx warning, an
+error under ``-W``) any embedded widget that is not an anywidget.
+
+At ``build-finished`` it also reads every written HTML page and reports, as a Sphinx warning, any
+script, stylesheet, image or frame that would be fetched from another host or from a root-absolute path
+(which breaks under a sub-path or ``file://``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ import json
 import re
 import shutil
 from html.parser import HTMLParser
-from importlib import resources
 from pathlib import Path
 
 from sphinx.application import Sphinx
@@ -31,33 +34,13 @@ logger = logging.getLogger(__name__)
 
 OUTPUT_FOLDER = Path("_static") / "offline"
 
-# (npm package, files or folders inside it, where they go under _static/vendor/)
+# (npm package, files or folders inside it, where they go under _static/offline/)
 NPM_FILES = [
-    ("requirejs", ["require.js"], "."),
-    ("@jupyter-widgets/html-manager", ["dist/embed-amd.js"], "html-manager"),
     ("mathjax", ["es5/tex-chtml.js", "es5/input", "es5/output", "es5/ui", "es5/a11y", "es5/adaptors"], "mathjax"),
 ]
-# html-manager's stylesheet refers to its icon fonts by bare file name, resolved against the script's folder.
-FONT_SUFFIXES = {".woff2", ".woff", ".ttf", ".eot", ".svg"}
-
-WIDGETS_CONFIG_JS = """\
-// Written by book/_ext/offline_assets.py. Loaded after require.js and before embed-amd.js:
-// widget model modules resolve to files beside this one, never to a CDN. The base is taken
-// from this script's own URL, so it holds under any sub-path and under file://.
-(function () {
-  var src = document.currentScript.src;
-  var base = src.substring(0, src.lastIndexOf("/") + 1);
-  window.require.config({
-    paths: {
-      anywidget: base + "anywidget/index",
-      // The bundled @jupyter-widgets modules find their icon fonts beside their own URLs:
-      // make those URLs point into the folder where the fonts are (longest prefix wins).
-      "@jupyter-widgets": base + "html-manager",
-      "@jupyter-widgets/html-manager/dist": base + "html-manager",
-    },
-  });
-})();
-"""
+WIDGET_HOST = Path(__file__).with_name("widget_host.js")
+# The widget models a page may embed: anywidgets (with their layout, which the host ignores).
+HOSTED_MODELS = {("anywidget", "AnyModel"), ("@jupyter-widgets/base", "LayoutModel")}
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -85,10 +68,8 @@ def _stage(root: Path, vendor: Path) -> None:
             "offline_assets: web/node_modules is missing. Run `make assets` (npm ci in web/) "
             "before building the book, or build with `make book`, which does it for you."
         )
-    anywidget_dir = Path(str(resources.files("anywidget")))
-    anywidget_amd = anywidget_dir / "nbextension" / "index.js"
     stamp_text = hashlib.sha256(
-        lockfile.read_bytes() + anywidget_amd.read_bytes() + Path(__file__).read_bytes()
+        lockfile.read_bytes() + WIDGET_HOST.read_bytes() + Path(__file__).read_bytes()
     ).hexdigest()
 
     stamp = vendor / ".stamp"
@@ -105,19 +86,11 @@ def _stage(root: Path, vendor: Path) -> None:
             if not src.exists():
                 raise ExtensionError(f"offline_assets: {package} has no {item}; is web/node_modules up to date?")
             _copy(src, vendor / target / src.name)
-        if package == "@jupyter-widgets/html-manager":
-            for font in (package_dir / "dist").iterdir():
-                if font.suffix in FONT_SUFFIXES:
-                    _copy(font, vendor / target / font.name)
         licence = vendor / "LICENSES" / f"{package.replace('/', '__')}.txt"
         licence.parent.mkdir(exist_ok=True)
         licence.write_text(_licence_text(package_dir, meta), encoding="utf-8")
 
-    _copy(anywidget_amd, vendor / "anywidget" / "index.js")
-    (vendor / "LICENSES" / "anywidget.txt").write_text(
-        "anywidget (AMD build shipped in the Python package) — licence: MIT\n", encoding="utf-8"
-    )
-    (vendor / "widgets-config.js").write_text(WIDGETS_CONFIG_JS, encoding="utf-8")
+    _copy(WIDGET_HOST, vendor / "widget-host.js")
     stamp.write_text(stamp_text)
 
 
@@ -166,6 +139,20 @@ def offending_urls(html: str) -> list[str]:
     return bad
 
 
+_WIDGET_STATE = re.compile(r'<script type="application/vnd\.jupyter\.widget-state\+json">(.*?)</script>', re.S)
+
+
+def unhosted_widgets(html: str) -> list[str]:
+    """The embedded widget models of a page that the book's widget host cannot show (not anywidgets)."""
+    unhosted = []
+    for block in _WIDGET_STATE.findall(html):
+        for model_id, entry in json.loads(block).get("state", {}).items():
+            kind = (entry.get("model_module"), entry.get("model_name"))
+            if kind not in HOSTED_MODELS:
+                unhosted.append(f"{kind[1]} from {kind[0]} ({model_id})")
+    return unhosted
+
+
 def build_finished(app: Sphinx, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
@@ -173,11 +160,20 @@ def build_finished(app: Sphinx, exception) -> None:
     for page in sorted(outdir.rglob("*.html")):
         if "_static" in page.relative_to(outdir).parts:
             continue
-        for url in offending_urls(page.read_text(encoding="utf-8")):
+        html = page.read_text(encoding="utf-8")
+        for url in offending_urls(html):
             logger.warning(
                 "offline_assets: %s fetches %s from outside the build",
                 page.relative_to(outdir).as_posix(),
                 url,
+                type="offline_assets",
+            )
+        for widget in unhosted_widgets(html):
+            logger.warning(
+                "offline_assets: %s embeds a %s widget, which the book's widget host cannot show "
+                "(book/_ext/widget_host.js runs anywidgets only)",
+                page.relative_to(outdir).as_posix(),
+                widget,
                 type="offline_assets",
             )
 
