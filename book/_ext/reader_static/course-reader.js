@@ -1,0 +1,207 @@
+// The book's reader helpers (book/_ext/reader_ux.py says why each exists): sidebars that open on
+// every screen, equations that scroll in their own box, figures that can be enlarged.
+(function () {
+  "use strict";
+
+  const WIDE = window.matchMedia("(min-width: 992px)");
+
+  // ---- Sidebars -------------------------------------------------------------------------------
+  // The themes bind their toggles to the first .primary-toggle / .secondary-toggle of the page, a
+  // hidden navbar button (pydata-sphinx-theme#2451). We take every click on any toggle first.
+  const SIDEBARS = {
+    primary: { sidebar: "pst-primary-sidebar", dialog: "pst-primary-sidebar-modal", label: "Site navigation" },
+    secondary: { sidebar: "pst-secondary-sidebar", dialog: "pst-secondary-sidebar-modal", label: "On this page" },
+  };
+
+  function moveChildren(from, to) {
+    for (const child of [...from.childNodes]) to.appendChild(child);
+    for (const name of [...from.classList]) {
+      from.classList.remove(name);
+      to.classList.add(name);
+    }
+  }
+
+  function openAsDialog(which, button) {
+    const { sidebar: sidebarId, dialog: dialogId, label } = SIDEBARS[which];
+    const sidebar = document.getElementById(sidebarId);
+    const dialog = document.getElementById(dialogId);
+    if (!sidebar || !dialog || dialog.open) return;
+    moveChildren(sidebar, dialog);
+    dialog.setAttribute("aria-label", label);
+    const close = document.createElement("button");
+    close.type = "button";
+    close.className = "course-dialog-close";
+    close.textContent = "Close";
+    close.addEventListener("click", () => dialog.close());
+    dialog.prepend(close);
+    dialog.addEventListener(
+      "close",
+      () => {
+        close.remove();
+        if (dialog.childNodes.length) moveChildren(dialog, sidebar);
+        button.setAttribute("aria-expanded", "false");
+        button.focus({ preventScroll: true });
+      },
+      { once: true },
+    );
+    dialog.showModal();
+    button.setAttribute("aria-expanded", "true");
+    const current = dialog.querySelector("a.current, .toc-entry a.active, a");
+    (current || close).focus();
+  }
+
+  function onToggle(event) {
+    const button = event.target.closest(".primary-toggle, .secondary-toggle");
+    if (!button) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    const which = button.classList.contains("primary-toggle") ? "primary" : "secondary";
+    if (which === "primary" && WIDE.matches) {
+      const sidebar = document.getElementById(SIDEBARS.primary.sidebar);
+      const hidden = sidebar.classList.toggle("pst-sidebar-hidden");
+      button.setAttribute("aria-expanded", String(!hidden));
+      return;
+    }
+    openAsDialog(which, button);
+  }
+
+  function setUpSidebars() {
+    for (const which of Object.keys(SIDEBARS)) {
+      const dialog = document.getElementById(SIDEBARS[which].dialog);
+      if (!dialog) continue;
+      dialog.addEventListener("click", (event) => {
+        // Following a link (another page, or a section of this one) closes the dialog on the way.
+        if (event.target.closest("a[href]")) {
+          dialog.close();
+          return;
+        }
+        // A tap on the backdrop (outside the dialog's box) closes it.
+        if (event.target !== dialog) return;
+        const box = dialog.getBoundingClientRect();
+        const inside = event.clientX >= box.left && event.clientX <= box.right && event.clientY >= box.top && event.clientY <= box.bottom;
+        if (!inside) dialog.close();
+      });
+    }
+    for (const button of document.querySelectorAll(".primary-toggle, .secondary-toggle")) {
+      const which = button.classList.contains("primary-toggle") ? "primary" : "secondary";
+      button.setAttribute("aria-controls", SIDEBARS[which].sidebar);
+      button.setAttribute("aria-expanded", which === "primary" && WIDE.matches ? "true" : "false");
+      if (!button.getAttribute("aria-label")) button.setAttribute("aria-label", SIDEBARS[which].label);
+    }
+  }
+  // Capture phase on the document: runs before the themes' own handlers on the buttons.
+  document.addEventListener("click", onToggle, true);
+
+  // ---- Wide equations --------------------------------------------------------------------------
+  function markWideEquations() {
+    for (const box of document.querySelectorAll("main mjx-container[display='true'], main div.math")) {
+      const wide = box.scrollWidth > box.clientWidth + 1;
+      box.classList.toggle("course-scrolls", wide);
+      if (wide) {
+        box.tabIndex = 0;
+        box.setAttribute("role", "region");
+        box.setAttribute("aria-label", "Equation (scrolls sideways)");
+      } else if (box.classList.contains("course-was-wide")) {
+        box.removeAttribute("tabindex");
+        box.removeAttribute("role");
+        box.removeAttribute("aria-label");
+      }
+      box.classList.toggle("course-was-wide", wide);
+    }
+  }
+  function whenMathIsTypeset(callback) {
+    // MathJax is deferred like this script; by the window's load event it has started (or the page
+    // has no math), and its promise settles once the page is typeset. Web fonts can widen it later.
+    const run = () => {
+      const mathJax = window.MathJax;
+      const typeset = mathJax && mathJax.startup && mathJax.startup.promise ? mathJax.startup.promise : Promise.resolve();
+      typeset.then(callback).then(() => document.fonts && document.fonts.ready).then(callback);
+    };
+    if (document.readyState === "complete") run();
+    else window.addEventListener("load", run, { once: true });
+  }
+
+  // ---- Figures to enlarge ----------------------------------------------------------------------
+  let viewer = null;
+  function figureViewer() {
+    if (viewer) return viewer;
+    viewer = document.createElement("dialog");
+    viewer.className = "course-figure-viewer";
+    viewer.setAttribute("aria-label", "Figure, full size");
+    const close = document.createElement("button");
+    close.type = "button";
+    close.className = "course-dialog-close";
+    close.textContent = "Close";
+    close.addEventListener("click", () => viewer.close());
+    const frame = document.createElement("div");
+    frame.className = "course-figure-frame";
+    frame.tabIndex = 0;
+    frame.setAttribute("role", "region");
+    frame.setAttribute("aria-label", "Figure (scroll to see all of it)");
+    const caption = document.createElement("p");
+    caption.className = "course-figure-caption";
+    viewer.append(close, frame, caption);
+    viewer.addEventListener("click", (event) => {
+      if (event.target === viewer) viewer.close();
+    });
+    document.body.appendChild(viewer);
+    return viewer;
+  }
+
+  function enlarge(link, image) {
+    const dialog = figureViewer();
+    const frame = dialog.querySelector(".course-figure-frame");
+    const big = document.createElement("img");
+    big.src = image.currentSrc || image.src;
+    big.alt = image.alt;
+    // Full resolution: one image pixel per CSS pixel, however narrow the screen.
+    big.style.width = `${image.naturalWidth}px`;
+    big.style.maxWidth = "none";
+    frame.replaceChildren(big);
+    const figure = image.closest("figure");
+    const caption = figure && figure.querySelector("figcaption");
+    dialog.querySelector(".course-figure-caption").textContent = caption ? caption.textContent.trim() : "";
+    dialog.addEventListener("close", () => link.focus(), { once: true });
+    dialog.showModal();
+    dialog.querySelector(".course-dialog-close").focus();
+  }
+
+  function makeFiguresEnlargeable() {
+    for (const image of document.querySelectorAll("main figure img, main .cell_output img")) {
+      if (image.closest("a, .course-widget")) continue;
+      const link = document.createElement("a");
+      link.className = "course-enlarge";
+      link.href = image.getAttribute("src");
+      const hint = document.createElement("span");
+      hint.className = "course-enlarge-hint";
+      hint.textContent = "Enlarge";
+      image.replaceWith(link);
+      link.append(image, hint);
+      link.addEventListener("click", (event) => {
+        if (event.ctrlKey || event.metaKey || event.shiftKey || !image.naturalWidth) return;
+        event.preventDefault();
+        enlarge(link, image);
+      });
+    }
+  }
+
+  function start() {
+    setUpSidebars();
+    makeFiguresEnlargeable();
+    whenMathIsTypeset(markWideEquations);
+    let pending = null;
+    window.addEventListener("resize", () => {
+      clearTimeout(pending);
+      pending = setTimeout(markWideEquations, 200);
+    });
+    WIDE.addEventListener("change", () => {
+      // Leaving a narrow screen with a sidebar open as a dialog puts it back.
+      for (const which of Object.keys(SIDEBARS)) {
+        const dialog = document.getElementById(SIDEBARS[which].dialog);
+        if (dialog && dialog.open && WIDE.matches) dialog.close();
+      }
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

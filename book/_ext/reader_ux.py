@@ -1,0 +1,123 @@
+"""Sphinx extension: the book for every reader and device — navigation that opens, phone-sized pages,
+figures to enlarge, Chinese text marked as Chinese, a favicon.
+
+- ``reader_static/course-reader.js`` (every page):
+  - The ☰ ("Site navigation") and "On this page" buttons work on phones, tablets and desktops.
+    With sphinx-book-theme 1.3 on pydata-sphinx-theme 0.17 they do nothing: both themes bind their
+    handlers to the *first* ``.primary-toggle`` of the page, a hidden navbar button, not to the one
+    the reader sees (pydata-sphinx-theme#2451). The script handles clicks on every toggle itself: on
+    a wide screen (≥ 992 px) ☰ hides or shows the sidebar; on a narrow one each button opens its
+    sidebar as a modal dialog that Escape, a tap outside or its Close button dismisses, after which
+    focus returns to the button.
+  - Display equations wider than the page scroll sideways inside their own box, with a shadow at the
+    edge that has more, and can be focused and scrolled from the keyboard.
+  - Every figure of the text can be enlarged: the image is a link to itself, and a tap opens it at its
+    full resolution in a dialog (scrollable on a phone), so that its labels are as large as when it was
+    drawn (the course draws at 100 dpi with 8-10 pt text: 11-14 px).
+- ``reader_static/course-reader.css`` (every page): the styles of the above, and inline code that wraps
+  instead of pushing the page sideways.
+- Text in Chinese is marked ``lang="zh"`` (a screen reader reads it in Chinese; the browser picks a
+  Chinese font): every run of Chinese characters in the prose, headings, captions and tables becomes a
+  ``<span lang="zh">``. Code, math and raw output are left as they are.
+- ``html_favicon``: ``reader_static/favicon.svg``, unless the book sets its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.config import Config
+
+STATIC = Path(__file__).with_name("reader_static")
+
+# Chinese characters and the CJK and full-width punctuation that belongs to Chinese sentences.
+HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+CJK_PUNCTUATION = "\u3000-\u303f\uff00-\uffef\u2018\u2019\u201c\u201d\u2026\u00b7"
+_CJK_RUN = re.compile(f"[{HAN}][{HAN}{CJK_PUNCTUATION}]*(?:[ 0-9]*[{HAN}{CJK_PUNCTUATION}]+)*")
+_LEADING_PUNCTUATION = re.compile(f"[{CJK_PUNCTUATION}]+$")
+
+# Text inside these is never marked: code, math and raw HTML keep their own markup.
+UNMARKED = (nodes.FixedTextElement, nodes.literal, nodes.math, nodes.math_block, nodes.raw)
+
+
+class chinese(nodes.inline):
+    """A run of Chinese text (written as ``<span lang="zh">`` in HTML, as plain text elsewhere)."""
+
+
+def visit_chinese_html(translator, node: chinese) -> None:
+    translator.body.append(translator.starttag(node, "span", "", lang="zh"))
+
+
+def depart_chinese_html(translator, node: chinese) -> None:
+    translator.body.append("</span>")
+
+
+def split_chinese(text: str) -> list[tuple[str, bool]]:
+    """``text`` cut into pieces, each with whether it is Chinese; the pieces join back into ``text``."""
+    pieces, at = [], 0
+    for match in _CJK_RUN.finditer(text):
+        start = match.start()
+        # Opening CJK punctuation just before the run (「, （) belongs to it.
+        lead = _LEADING_PUNCTUATION.search(text, at, start)
+        if lead:
+            start = lead.start()
+        if start > at:
+            pieces.append((text[at:start], False))
+        pieces.append((text[start:match.end()], True))
+        at = match.end()
+    if at < len(text):
+        pieces.append((text[at:], False))
+    return pieces
+
+
+def _inside_unmarked(node: nodes.Node) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, UNMARKED + (chinese,)):
+            return True
+        parent = parent.parent
+    return False
+
+
+def mark_chinese(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    if app.builder.format != "html":
+        return
+    for text in list(doctree.findall(nodes.Text)):
+        if not _CJK_RUN.search(text) or _inside_unmarked(text):
+            continue
+        replacement = []
+        for piece, is_chinese in split_chinese(str(text)):
+            replacement.append(chinese(piece, nodes.Text(piece)) if is_chinese else nodes.Text(piece))
+        text.parent.replace(text, replacement)
+
+
+def static_hash() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(STATIC.rglob("*")):
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def add_defaults(app: Sphinx, config: Config) -> None:
+    # Sphinx copies static files only when it writes pages; a config value that changes with them makes
+    # it write every page when only the script or the stylesheet changed.
+    config.reader_ux_static_hash = static_hash()
+    config.html_static_path = list(config.html_static_path) + [str(STATIC)]
+    if not config.html_favicon:
+        config.html_favicon = str(STATIC / "favicon.svg")
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_config_value("reader_ux_static_hash", "", "html", [str])
+    app.add_node(chinese, html=(visit_chinese_html, depart_chinese_html))
+    app.connect("config-inited", add_defaults)
+    app.add_css_file("course-reader.css")
+    app.add_js_file("course-reader.js", loading_method="defer")
+    # After glossary_links (priority 500), so that linked terms are marked too.
+    app.connect("doctree-resolved", mark_chinese, priority=600)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
