@@ -63,6 +63,42 @@ function svg(tag, attributes = {}, children = []) {
   return node;
 }
 
+const CHINESE = /[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+/g;
+const ANNOUNCE_AFTER_MS = 400;
+
+/** ``text`` as nodes for ``parent``, each run of Chinese characters in a <span lang="zh"> (a <tspan> in SVG). */
+function withLang(parent, text) {
+  const inSvg = parent instanceof SVGElement;
+  const nodes = [];
+  let last = 0;
+  for (const match of text.matchAll(CHINESE)) {
+    if (match.index > last) nodes.push(text.slice(last, match.index));
+    nodes.push(inSvg ? svg("tspan", { lang: "zh", text: match[0] }) : html("span", { lang: "zh", text: match[0] }));
+    last = match.index + match[0].length;
+  }
+  if (last < text.length) nodes.push(text.slice(last));
+  parent.replaceChildren(...nodes);
+  return parent;
+}
+
+/** Arrow keys, Home and End move the choice of a radio group, and the focus with it (the WAI-ARIA radio group pattern). */
+function radioKeys(group, radios, choose) {
+  const moves = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
+  group.addEventListener("keydown", (event) => {
+    const all = radios();
+    const at = all.indexOf(event.target);
+    if (at < 0) return;
+    let to;
+    if (event.key in moves) to = (at + moves[event.key] + all.length) % all.length;
+    else if (event.key === "Home") to = 0;
+    else if (event.key === "End") to = all.length - 1;
+    else return;
+    event.preventDefault();
+    choose(to);
+    radios()[to].focus();
+  });
+}
+
 function render({ model, el }) {
   const root = html("div", { class: "alignment-explorer" });
   const title = html("div", { class: "ae-title" });
@@ -70,6 +106,8 @@ function render({ model, el }) {
   const previous = html("button", { type: "button", class: "ae-nav ae-previous", "aria-label": "previous output step", text: "◀" });
   const next = html("button", { type: "button", class: "ae-nav ae-next", "aria-label": "next output step", text: "▶" });
   const steps = html("div", { class: "ae-steps", role: "radiogroup", "aria-label": "output step i" });
+  // What a screen reader says after a change of step or sentence: the step's weights and context.
+  const live = html("div", { class: "ae-live", role: "status", "aria-live": "polite" });
   const heatmapBox = html("div", { class: "ae-heatmap-box" });
   const formula = html("div", { class: "ae-formula" });
   const bars = html("div", { class: "ae-bars" });
@@ -90,6 +128,7 @@ function render({ model, el }) {
     ]),
     main,
     note,
+    live,
   );
   el.append(root);
 
@@ -105,8 +144,10 @@ function render({ model, el }) {
     model.set("step", 0);
     model.save_changes();
   });
+  // ◀ and ▶ stay focusable at the ends (aria-disabled, not disabled): a click never drops the focus.
   previous.addEventListener("click", () => setStep(model.get("step") - 1));
   next.addEventListener("click", () => setStep(model.get("step") + 1));
+  radioKeys(steps, () => (built ? built.stepButtons : []), setStep);
 
   // ---- Parts that depend only on the sentence: the menu, the step buttons, the heatmap.
   let built = null; // {index, stepButtons, rowOutlines, cells, barParts, picture parts}
@@ -121,8 +162,8 @@ function render({ model, el }) {
     const T = target.length;
 
     const stepButtons = target.map((token, i) => {
-      const button = html("button", { type: "button", class: "ae-step", role: "radio", "data-step": i }, [
-        html("span", { class: "ae-step-index", text: `${i + 1}` }), token,
+      const button = html("button", { type: "button", class: "ae-step", role: "radio", "data-step": i, tabindex: -1 }, [
+        html("span", { class: "ae-step-index", text: `${i + 1}` }), ...withLang(html("span"), token).childNodes,
       ]);
       button.addEventListener("click", () => setStep(i));
       return button;
@@ -137,18 +178,23 @@ function render({ model, el }) {
     const top = rotate ? 14 + 5.6 * longest : 22;
     const width = rowLabelWidth + S * cell + 8 + (rotate ? 4.6 * longest : 0);
     const height = top + T * cell + 4;
-    const map = svg("svg", { class: "ae-heatmap", width, height, viewBox: `0 0 ${width} ${height}` });
+    const map = svg("svg", {
+      class: "ae-heatmap", width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+      "aria-label": "the attention matrix: one row of weights per output step, one column per source word; "
+        + "click a row to choose its step. The bars below give the chosen row's weights",
+    });
     const cells = [];
     source.forEach((token, j) => {
       const x = rowLabelWidth + (j + 0.5) * cell;
       map.append(svg("text", rotate
         ? { class: "ae-col-label", x, y: top - 6, transform: `rotate(-50 ${x} ${top - 6})`, "text-anchor": "start", text: token }
         : { class: "ae-col-label", x, y: top - 7, "text-anchor": "middle", text: token }));
+      withLang(map.lastChild, token);
     });
     const rowOutlines = [];
     target.forEach((token, i) => {
       const y = top + i * cell;
-      const label = svg("text", { class: "ae-row-label", x: rowLabelWidth - 8, y: y + cell / 2 + 5, "text-anchor": "end", text: token });
+      const label = withLang(svg("text", { class: "ae-row-label", x: rowLabelWidth - 8, y: y + cell / 2 + 5, "text-anchor": "end" }), token);
       map.append(label);
       const rowCells = source.map((_, j) => {
         const a = weights[i][j];
@@ -183,7 +229,8 @@ function render({ model, el }) {
     const barParts = source.map((token, j) => {
       const bar = html("div", { class: "ae-bar" });
       const number = html("span", { class: "ae-weight", "data-source": j });
-      return { row: html("div", { class: "ae-bar-row" }, [html("span", { class: "ae-bar-label", text: token }), html("div", { class: "ae-bar-track" }, [bar]), number]), bar, number };
+      const label = withLang(html("span", { class: "ae-bar-label" }), token);
+      return { row: html("div", { class: "ae-bar-row" }, [label, html("div", { class: "ae-bar-track" }, [bar]), number]), bar, number };
     });
     bars.classList.toggle("ae-many", S > 10);
     bars.replaceChildren(
@@ -219,8 +266,9 @@ function render({ model, el }) {
       const r = Math.hypot(dx, dy) || 1;
       const label = svg("text", {
         class: "ae-h-label", x: px + (dx / r) * 10, y: py + (dy / r) * 10 + 4,
-        "text-anchor": dx > 8 ? "start" : dx < -8 ? "end" : "middle", text: source[j],
+        "text-anchor": dx > 8 ? "start" : dx < -8 ? "end" : "middle",
       });
+      withLang(label, source[j]);
       picture.append(line, label);
       return { line, label };
     });
@@ -252,15 +300,16 @@ function render({ model, el }) {
     const i = Math.max(0, Math.min(target.length - 1, model.get("step")));
     const row = weights[i];
     sentenceSelect.value = String(model.get("sentence"));
-    title.textContent = model.get("title");
+    withLang(title, model.get("title") || "");
     title.hidden = !model.get("title");
 
     built.stepButtons.forEach((button, k) => {
       button.classList.toggle("ae-on", k === i);
       button.setAttribute("aria-checked", String(k === i));
+      button.tabIndex = k === i ? 0 : -1; // a roving tab stop: Tab reaches the group once, at its checked step
     });
-    previous.disabled = i === 0;
-    next.disabled = i === target.length - 1;
+    previous.setAttribute("aria-disabled", String(i === 0));
+    next.setAttribute("aria-disabled", String(i === target.length - 1));
     built.highlight.setAttribute("y", built.rowOutlines[i].y - 0.5);
     built.rowOutlines.forEach(({ label }, k) => label.classList.toggle("ae-row-on", k === i));
     root.dataset.sentence = String(model.get("sentence"));
@@ -269,7 +318,7 @@ function render({ model, el }) {
     const n = subscript(i + 1);
     formula.replaceChildren(
       html("span", { text: `Step ${i + 1}, writing ` }),
-      html("strong", { class: "ae-target-word", text: target[i] }),
+      withLang(html("strong", { class: "ae-target-word" }), target[i]),
       html("span", { text: `: the context C${n} = Σⱼ a${n}ⱼ hⱼ weighs each source word's vector hⱼ by row ${i + 1} of the matrix.` }),
     );
 
@@ -296,7 +345,9 @@ function render({ model, el }) {
     built.hParts.forEach(({ line, label }, j) => {
       line.classList.toggle("ae-h-on", j === best);
       label.classList.toggle("ae-h-on", j === best);
-      label.style.opacity = String(crowded && row[j] < 0.05 ? 0 : 0.45 + 0.55 * Math.min(1, row[j] * 2));
+      // Words this step hardly attends to are greyed (never faded: a faded word would be hard to read).
+      label.style.opacity = crowded && row[j] < 0.05 ? "0" : "";
+      label.classList.toggle("ae-h-faint", row[j] < 0.25);
     });
     const context = contextVector(row, vectors);
     const [cx, cy] = built.toPx(context);
@@ -320,12 +371,25 @@ function render({ model, el }) {
       html("span", { class: "ae-context", "data-axis": 1, "data-exact": String(context[1]), text: format4(context[1]) }),
       html("span", { text: ")  as drawn" }),
     );
+    announce(`Step ${i + 1}, ${target[i]}: weights ${source.map((word, j) => `${word} ${row[j].toFixed(2)}`).join(", ")}; `
+      + `context (${context[0].toFixed(2)}, ${context[1].toFixed(2)}).`);
+  }
+
+  let spoken = null; // null until the first view: the live region speaks of changes only
+  let announcing = null;
+  function announce(text) {
+    if (spoken === null) { spoken = text; return; }
+    clearTimeout(announcing);
+    announcing = setTimeout(() => { if (text !== spoken) { spoken = text; withLang(live, text); } }, ANNOUNCE_AFTER_MS);
   }
 
   const names = ["sentences", "sentence", "step", "title"];
   for (const name of names) model.on(`change:${name}`, update);
   update();
-  return () => { for (const name of names) model.off(`change:${name}`, update); };
+  return () => {
+    clearTimeout(announcing);
+    for (const name of names) model.off(`change:${name}`, update);
+  };
 }
 
 export default { render };

@@ -144,9 +144,11 @@ export function format4(x) {
 // ---------------------------------------------------------------------------------------------
 // The view.
 
-const KEY_COLOURS = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9"];
+// The keys' colours are CSS variables (--ap-k0 ... --ap-k5), with light and dark values in playground.css.
+const KEY_COLOURS = 6;
 const SUBSCRIPTS = "₀₁₂₃₄₅₆₇₈₉";
-const MAX_KEYS = KEY_COLOURS.length;
+const MAX_KEYS = KEY_COLOURS;
+const ANNOUNCE_AFTER_MS = 600; // the live region speaks once a drag or a slider pauses, not on every step
 const SVG_NS = "http://www.w3.org/2000/svg";
 const PLANE_PX = 300;
 const TEMPERATURE_LOG10 = [-2, 2]; // the temperature slider spans 0.01 ... 100
@@ -156,7 +158,7 @@ function keyName(i) {
 }
 
 function keyColour(i) {
-  return KEY_COLOURS[i % KEY_COLOURS.length];
+  return `var(--ap-k${i % KEY_COLOURS})`;
 }
 
 function html(tag, attributes = {}, children = []) {
@@ -183,6 +185,29 @@ function formatTemperature(t) {
   return t < 0.1 ? t.toFixed(3) : t < 10 ? t.toFixed(2) : t.toFixed(1);
 }
 
+/** Arrow keys, Home and End move the choice of a radio group, and the focus with it (the WAI-ARIA radio group pattern). */
+function radioKeys(group, radios, choose) {
+  const moves = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
+  group.addEventListener("keydown", (event) => {
+    const all = radios();
+    const at = all.indexOf(event.target);
+    if (at < 0) return;
+    let to;
+    if (event.key in moves) to = (at + moves[event.key] + all.length) % all.length;
+    else if (event.key === "Home") to = 0;
+    else if (event.key === "End") to = all.length - 1;
+    else return;
+    event.preventDefault();
+    choose(to);
+    radios()[to].focus();
+  });
+}
+
+/** A button that stays focusable when it cannot act (aria-disabled), so that the focus is never dropped. */
+function setEnabled(button, enabled) {
+  button.setAttribute("aria-disabled", String(!enabled));
+}
+
 function formatMatrix(rows) {
   const number = (x) => String(Math.round(x * 1000) / 1000);
   return "[" + rows.map((row) => (Array.isArray(row) ? "[" + row.map(number).join(", ") + "]" : number(row))).join(", ") + "]";
@@ -207,7 +232,8 @@ function render({ model, el }) {
   // The plane.
   const plane = svg("svg", {
     class: "ap-plane", viewBox: `0 0 ${PLANE_PX} ${PLANE_PX}`, role: "img",
-    "aria-label": "The query and the keys as arrows in a plane; drag an arrow's head to move it",
+    "aria-label": "The query and the keys as arrows in a plane. Drag an arrow's head to move it; "
+      + "with a keyboard, choose a vector below and turn it with the angle and length sliders",
   });
   const grid = svg("g", { class: "ap-grid" });
   for (let i = -extent; i <= extent; i++) {
@@ -233,6 +259,9 @@ function render({ model, el }) {
     const text = svg("text", { class: "ap-label", text: label });
     group.append(shaft, head, handle, text, hit);
     hit.addEventListener("pointerdown", (event) => startDrag(event, id));
+    // Chrome reads touch-action from the <svg>, not from the circle in it: a finger on a head must say itself
+    // that it is not scrolling the page, or the browser takes the drag over (pointercancel) after a few pixels.
+    hit.addEventListener("touchstart", (event) => event.preventDefault(), { passive: false });
     return { group, shaft, head, handle, hit, text };
   }
 
@@ -275,8 +304,12 @@ function render({ model, el }) {
   const temperatureText = html("span", { class: "ap-readout ap-temperature-value" });
 
   const chips = html("div", { class: "ap-chips", role: "radiogroup", "aria-label": "vector to move" });
-  const addButton = html("button", { type: "button", class: "ap-small-button ap-add-key", title: "add a key", text: "+ key" });
-  const removeButton = html("button", { type: "button", class: "ap-small-button ap-remove-key", title: "remove the selected key", text: "− key" });
+  const addButton = html("button", {
+    type: "button", class: "ap-small-button ap-add-key", title: "add a key", "aria-label": "add a key", text: "+ key",
+  });
+  const removeButton = html("button", {
+    type: "button", class: "ap-small-button ap-remove-key", title: "remove the selected key", "aria-label": "remove the selected key", text: "− key",
+  });
 
   const angleInput = html("input", { class: "ap-angle", type: "range", min: -180, max: 180, step: 1, "aria-label": "angle in degrees" });
   const angleText = html("span", { class: "ap-readout ap-angle-value" });
@@ -321,13 +354,16 @@ function render({ model, el }) {
     tableBody,
   ]);
   const outputNumber = html("span", { class: "ap-output", "data-role": "output" });
-  const numberLine = svg("svg", { class: "ap-number-line", viewBox: "0 0 600 46" });
+  // The number line repeats the table's values and output as a picture: screen readers read the table.
+  const numberLine = svg("svg", { class: "ap-number-line", viewBox: "0 0 600 46", "aria-hidden": "true" });
   const numberLineAxis = svg("line", { class: "ap-nl-axis", x1: 10, x2: 590, y1: 18, y2: 18 });
   const numberLineMarks = svg("g");
   const outputMarker = svg("path", { class: "ap-nl-output", d: "M0,-9 L7,0 L0,9 L-7,0 Z" });
   numberLine.append(numberLineAxis, numberLineMarks, outputMarker);
   const status = html("div", { class: "ap-status" });
   const source = html("span", { class: "ap-source" });
+  // What a screen reader says after a change: the weights and the output, once the change pauses.
+  const live = html("div", { class: "ap-live", role: "status", "aria-live": "polite" });
   const results = html("div", { class: "ap-results" }, [
     table,
     html("div", { class: "ap-output-row" }, [
@@ -335,6 +371,7 @@ function render({ model, el }) {
     ]),
     numberLine,
     html("div", { class: "ap-footer" }, [status, source]),
+    live,
   ]);
 
   root.append(html("div", { class: "ap-top" }, [html("div", { class: "ap-plane-box" }, [plane]), controls]), results);
@@ -374,10 +411,12 @@ function render({ model, el }) {
       return cells;
     });
 
+    const hadFocus = chips.contains(document.activeElement);
     chips.replaceChildren();
     chipButtons = ["q", ...Array.from({ length: count }, (_, i) => i)].map((id) => {
       const button = html("button", {
-        type: "button", class: "ap-chip", role: "radio", "data-vector": String(id),
+        type: "button", class: "ap-chip", role: "radio", "data-vector": String(id), tabindex: -1,
+        "aria-label": id === "q" ? "query q" : `key k${id + 1}`,
         style: `--ap-colour: ${id === "q" ? "var(--ap-query)" : keyColour(id)}`,
         text: id === "q" ? "q" : keyName(id),
       });
@@ -385,8 +424,10 @@ function render({ model, el }) {
       chips.append(button);
       return button;
     });
-    addButton.disabled = count >= MAX_KEYS;
+    setEnabled(addButton, count < MAX_KEYS);
+    if (hadFocus) queueMicrotask(() => chipButtons.find((b) => b.tabIndex === 0)?.focus());
   }
+  radioKeys(chips, () => chipButtons, (at) => select(at === 0 ? "q" : at - 1));
 
   // ---- Reading and writing the model. Inputs are only ever replaced, never changed in place.
   function vectorOf(id) {
@@ -422,8 +463,9 @@ function render({ model, el }) {
     root.classList.add("ap-dragging");
   }
   plane.addEventListener("pointerdown", (event) => {
-    // A press on the empty plane moves the selected vector's head there, and keeps dragging it.
-    if (event.button !== 0) return;
+    // A press on the empty plane moves the selected vector's head there, and keeps dragging it; a finger
+    // there scrolls the page instead (touch-action in the CSS), and drags only from an arrow's head.
+    if (event.button !== 0 || event.pointerType === "touch") return;
     startDrag(event, String(selected));
     setVector(selected, pointerToVector(event));
   });
@@ -489,7 +531,10 @@ function render({ model, el }) {
     placeArrow(queryArrow, model.get("query"), 3);
     keys.forEach((key, i) => {
       placeArrow(keyArrows[i], key, 1.5 + 4 * weights[i]);
-      keyArrows[i].group.style.opacity = String(0.45 + 0.55 * Math.min(1, weights[i] * keys.length));
+      // A faint arrow for a small weight, but never so faint that it loses its contrast; its label stays solid.
+      const opacity = String(0.6 + 0.4 * Math.min(1, weights[i] * keys.length));
+      keyArrows[i].shaft.style.opacity = opacity;
+      keyArrows[i].head.style.opacity = opacity;
       rows[i].score.textContent = format4(scores[i]);
       rows[i].score.dataset.exact = String(scores[i]);
       rows[i].weight.textContent = format4(weights[i]);
@@ -506,8 +551,8 @@ function render({ model, el }) {
     const pad = high > low ? 0 : 1;
     const at = (v) => 20 + ((v - (low - pad)) / (high - low + 2 * pad)) * 560;
     numberLineMarks.replaceChildren(...values.map((v, i) => svg("g", {}, [
-      svg("line", { class: "ap-nl-tick", x1: at(v), x2: at(v), y1: 8, y2: 28, stroke: keyColour(i), "stroke-width": 2 + 4 * weights[i] }),
-      svg("text", { class: "ap-nl-label", x: at(v), y: 42, fill: keyColour(i), text: `${keyName(i)} = ${Math.round(v * 100) / 100}` }),
+      svg("line", { class: "ap-nl-tick", x1: at(v), x2: at(v), y1: 8, y2: 28, style: `stroke: ${keyColour(i)}`, "stroke-width": 2 + 4 * weights[i] }),
+      svg("text", { class: "ap-nl-label", x: at(v), y: 42, style: `fill: ${keyColour(i)}`, text: `${keyName(i)} = ${Math.round(v * 100) / 100}` }),
     ])));
     outputMarker.setAttribute("transform", `translate(${at(output)},18)`);
 
@@ -522,6 +567,15 @@ function render({ model, el }) {
     }
     source.textContent = computedBy === "torch" ? "numbers: PyTorch (attention_course.attention)" : "numbers: computed in this page (JavaScript, same formulas)";
     source.dataset.source = computedBy;
+    announce(`Weights: ${weights.map((w, i) => `k${i + 1} ${w.toFixed(2)}`).join(", ")}; output ${Math.round(output * 100) / 100}.`);
+  }
+
+  let spoken = null; // null until the first result: the live region speaks of changes, not of the first view
+  let announcing = null;
+  function announce(text) {
+    if (spoken === null) { spoken = text; return; }
+    clearTimeout(announcing);
+    announcing = setTimeout(() => { if (text !== spoken) live.textContent = spoken = text; }, ANNOUNCE_AFTER_MS);
   }
 
   function updateSelection() {
@@ -529,6 +583,7 @@ function render({ model, el }) {
       const on = button.dataset.vector === String(selected);
       button.classList.toggle("ap-on", on);
       button.setAttribute("aria-checked", String(on));
+      button.tabIndex = on ? 0 : -1; // a roving tab stop: Tab reaches the group once, at its checked radio
     }
     queryArrow.group.classList.toggle("ap-selected-arrow", selected === "q");
     keyArrows.forEach((arrow, i) => arrow.group.classList.toggle("ap-selected-arrow", selected === i));
@@ -539,12 +594,14 @@ function render({ model, el }) {
     selectedPanel.style.setProperty("--ap-colour", selected === "q" ? "var(--ap-query)" : keyColour(selected));
     angleInput.value = String(vector.angle);
     angleText.textContent = `${vector.angle.toFixed(1)}°`;
+    angleInput.setAttribute("aria-valuetext", `${vector.angle.toFixed(1)} degrees`);
     lengthInput.value = String(vector.length);
     lengthText.textContent = vector.length.toFixed(2);
+    lengthInput.setAttribute("aria-valuetext", vector.length.toFixed(2));
     coordinates.textContent = `(x, y) = (${x.toFixed(2)}, ${y.toFixed(2)})`;
     valueRow.hidden = selected === "q";
     if (selected !== "q" && document.activeElement !== valueInput) valueInput.value = String(model.get("values")[selected]);
-    removeButton.disabled = selected === "q" || model.get("key_vectors").length <= 1;
+    setEnabled(removeButton, selected !== "q" && model.get("key_vectors").length > 1);
   }
 
   let current = null; // what the page computed for the inputs on screen
@@ -569,6 +626,8 @@ function render({ model, el }) {
     additiveNote.textContent = `fixed weights: W_q = ${formatMatrix(weightsUsed.W_q)}, W_k = ${formatMatrix(weightsUsed.W_k)}, w_v = ${formatMatrix(weightsUsed.w_v)}`;
     const t = model.get("temperature");
     temperatureText.textContent = formatTemperature(t);
+    // The slider moves along log10 τ: say τ itself, not its logarithm.
+    temperatureInput.setAttribute("aria-valuetext", `τ = ${formatTemperature(t)}`);
     if (document.activeElement !== temperatureInput) temperatureInput.value = String(Math.log10(t));
     root.dataset.score = score;
     root.dataset.temperature = String(t);
@@ -599,6 +658,7 @@ function render({ model, el }) {
   update();
 
   return () => {
+    clearTimeout(announcing);
     for (const name of inputNames) model.off(`change:${name}`, update);
     for (const name of ["scores", "weights", "output"]) model.off(`change:${name}`, onResults);
   };
