@@ -160,7 +160,13 @@
     frame.replaceChildren(big);
     const figure = image.closest("figure");
     const caption = figure && figure.querySelector("figcaption");
-    dialog.querySelector(".course-figure-caption").textContent = caption ? caption.textContent.trim() : "";
+    let text = "";
+    if (caption) {
+      const copy = caption.cloneNode(true);
+      for (const anchor of copy.querySelectorAll(".headerlink")) anchor.remove();
+      text = copy.textContent.trim();
+    }
+    dialog.querySelector(".course-figure-caption").textContent = text;
     dialog.addEventListener("close", () => link.focus(), { once: true });
     dialog.showModal();
     dialog.querySelector(".course-dialog-close").focus();
