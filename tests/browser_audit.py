@@ -28,6 +28,10 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SUB_PATH = "/course/"
+# The readers' screens: below the themes' 992 px breakpoint the sidebars open as dialogs.
+DEVICES = {"phone": (390, 844), "tablet": (820, 1180), "desktop": (1366, 900)}
+NARROW = {"phone", "tablet"}
+SCHEMES = ("light", "dark")
 
 
 @dataclass
@@ -184,3 +188,30 @@ def build_fixture_book(folder: Path, page: Path, title: str, stem: str) -> Path:
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return folder / "_build" / "html"
+
+
+@contextlib.contextmanager
+def reader(browser, base: str, path: str, device: str = "phone", scheme: str = "light", touch: bool | None = None):
+    """A page as a reader on ``device`` with ``scheme`` sees it; on leaving, nothing may have failed."""
+    width, height = DEVICES[device]
+    touch = device in NARROW if touch is None else touch
+    context = browser.new_context(
+        viewport={"width": width, "height": height}, color_scheme=scheme, has_touch=touch, is_mobile=False
+    )
+    page = context.new_page()
+    problems: list[str] = []
+    blocked = block_outside(page, lambda url: _inside(url, base))
+    page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    page.on("requestfailed", lambda r: problems.append(f"failed: {r.url}") if _inside(r.url, base) else None)
+    page.goto(base + path, wait_until="load")
+    # The theme applies the colour scheme, and our script has set up the page, once both have run.
+    page.wait_for_function(f"document.documentElement.dataset.theme === '{scheme}'")
+    page.wait_for_function("document.querySelector('.primary-toggle[aria-controls]') !== null")
+    try:
+        yield page
+    finally:
+        context.close()
+    assert blocked == [], blocked
+    assert problems == [], problems

@@ -22,6 +22,15 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium (browser_audit.chromium), one per test module."""
+    from browser_audit import chromium
+
+    with chromium() as browser:
+        yield browser
+
+
 @pytest.fixture(scope="session")
 def built_html() -> Path:
     """The book as `make book` built it. The tests read it; they never rebuild the real book."""

@@ -8,17 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from browser_audit import audit_page, chromium, host_of, pages_of, serve
+from browser_audit import audit_page, host_of, pages_of, serve
 
 pytestmark = pytest.mark.browser
 
 CDN_SCRIPT = "https://cdn.jsdelivr.net/npm/jquery@3.7.1/dist/jquery.min.js"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 def test_the_build_has_the_pages_of_the_table_of_contents(built_html):

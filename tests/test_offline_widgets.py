@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_audit import audit_page, build_fixture_book, chromium, serve
+from browser_audit import audit_page, build_fixture_book, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -21,12 +21,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def widget_book(tmp_path_factory) -> Path:
     return build_fixture_book(tmp_path_factory.mktemp("widget-book"), ROOT / "tests" / "fixtures" / "widget-page.md",
                               "Widget test book", "widgets")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 def _drive(browser, url: str) -> str:

@@ -10,57 +10,21 @@ request or outside request is allowed on any page opened here.
 
 from __future__ import annotations
 
-import contextlib
 import re
 
 import pytest
 
-from browser_audit import _inside, block_outside, chromium, pages_of, serve
+from browser_audit import DEVICES, NARROW, SCHEMES, pages_of, reader, serve
 
 pytestmark = pytest.mark.browser
 
-DEVICES = {"phone": (390, 844), "tablet": (820, 1180), "desktop": (1366, 900)}
-NARROW = {"phone", "tablet"}  # below the themes' 992 px breakpoint: sidebars open as dialogs
-SCHEMES = ("light", "dark")
 CHAPTER_4 = "book/04-three-stages.html"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 @pytest.fixture(scope="module")
 def base(built_html):
     with serve(built_html) as base:
         yield base
-
-
-@contextlib.contextmanager
-def reader(browser, base: str, path: str, device: str = "phone", scheme: str = "light", touch: bool | None = None):
-    """A page as a reader on ``device`` with ``scheme`` sees it; on leaving, nothing may have failed."""
-    width, height = DEVICES[device]
-    touch = device in NARROW if touch is None else touch
-    context = browser.new_context(
-        viewport={"width": width, "height": height}, color_scheme=scheme, has_touch=touch, is_mobile=False
-    )
-    page = context.new_page()
-    problems: list[str] = []
-    blocked = block_outside(page, lambda url: _inside(url, base))
-    page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
-    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
-    page.goto(base + path, wait_until="load")
-    # The theme applies the colour scheme, and our script has set up the page, once both have run.
-    page.wait_for_function(f"document.documentElement.dataset.theme === '{scheme}'")
-    page.wait_for_function("document.querySelector('.primary-toggle[aria-controls]') !== null")
-    try:
-        yield page
-    finally:
-        context.close()
-    assert blocked == [], blocked
-    assert problems == [], problems
 
 
 def visible_toggle(page, kind: str):

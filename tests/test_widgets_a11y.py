@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_audit import _inside, block_outside, build_fixture_book, chromium, serve
+from browser_audit import _inside, block_outside, build_fixture_book, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.browser
@@ -35,12 +35,6 @@ def base(tmp_path_factory):
                               "Widgets for everyone", "widgets")
     with serve(html) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from attention_course.corpus import ToyTranslationCorpus
 from attention_course.widgets import AlignmentExplorer
-from browser_audit import _inside, audit_page, block_outside, build_fixture_book, chromium, serve
+from browser_audit import _inside, audit_page, block_outside, build_fixture_book, serve
 from test_widgets import torch_reference, xy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,12 +35,6 @@ pytestmark = pytest.mark.browser
 CHAPTER_2 = "book/02-soft-hard.html"
 CHAPTER_4 = "book/04-three-stages.html"
 DISPLAY_TOLERANCE = 1e-4  # the page prints 4 decimals
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 @contextlib.contextmanager
