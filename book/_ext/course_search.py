@@ -26,8 +26,9 @@ Sphinx's own search fails a reader of this book three ways:
   (``search_assets/static/course-search.js``).
 
 - **Weight.** The theme loads the search scripts and the whole index on every page, for a
-  search-as-you-type box the book does not use. Only the search page loads them now
-  (``search_assets/templates/layout.html``).
+  search-as-you-type box the book does not use. Only the search page loads them now: this extension
+  tells the book's page template (``templates/layout.html``, which ``reader_ux`` installs) which page
+  is the search page.
 """
 
 from __future__ import annotations
@@ -100,7 +101,6 @@ def configure(app: Sphinx, config: Config) -> None:
     # The search page shows excerpts from course-search-texts.js; Sphinx's own would fetch every result
     # page, which a page opened from file:// may not do.
     config.html_show_search_summary = False
-    config.templates_path = [str(ASSETS / "templates")] + list(config.templates_path)
     config.html_static_path = list(config.html_static_path) + [str(ASSETS / "static")]
     # A change to this file or its assets must rewrite every page (Sphinx copies static files and
     # writes the search page only when it writes pages).

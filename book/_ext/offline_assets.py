@@ -193,8 +193,25 @@ def drop_thebe_scripts(app: Sphinx, pagename, templatename, context, doctree) ->
         ]
 
 
+def drop_unused_mathjax(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    """Load MathJax (1.1 MB) only on pages that show math.
+
+    Sphinx also loads it on a page whose table of contents lists pages with math (the book's front
+    page), though the page shows none of it.
+    """
+    if doctree is None or 'class="math' in context.get("body", ""):
+        return
+    context["script_files"] = [
+        script for script in context.get("script_files", [])
+        if "mathjax" not in str(getattr(script, "filename", script) or "").lower()
+        and "window.MathJax" not in str(getattr(script, "attributes", {}).get("body", ""))
+    ]
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", builder_inited)
     app.connect("html-page-context", drop_thebe_scripts)
+    # After sphinx.ext.mathjax has added MathJax to the page.
+    app.connect("html-page-context", drop_unused_mathjax, priority=900)
     app.connect("build-finished", build_finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

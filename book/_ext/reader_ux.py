@@ -20,6 +20,10 @@ figures to enlarge, Chinese text marked as Chinese, a favicon.
   Chinese font): every run of Chinese characters in the prose, headings, captions and tables becomes a
   ``<span lang="zh">``. Code, math and raw output are left as they are.
 - ``html_favicon``: ``reader_static/favicon.svg``, unless the book sets its own.
+- ``templates/layout.html``: the theme's page without Font Awesome's 1.4 MB script (the theme's
+  stylesheet draws the icons from the web font) and, except on the search page, without the search
+  scripts and index (see ``course_search.py``). The script's tag carries a digest that only the theme's
+  ``webpack-macros.html`` knows; if it cannot be found there (another theme release), the build warns.
 """
 
 from __future__ import annotations
@@ -31,8 +35,13 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
 
 STATIC = Path(__file__).with_name("reader_static")
+TEMPLATES = Path(__file__).with_name("templates")
+_FONTAWESOME_TAG = re.compile(r"""<script defer src="\{\{ pathto\('_static/scripts/fontawesome\.js', 1\) \}\}\?digest=([0-9a-f]+)"></script>""")
 
 # Chinese characters and the CJK and full-width punctuation that belongs to Chinese sentences.
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -97,7 +106,7 @@ def mark_chinese(app: Sphinx, doctree: nodes.document, docname: str) -> None:
 
 def static_hash() -> str:
     digest = hashlib.sha256()
-    for path in sorted(STATIC.rglob("*")):
+    for path in sorted([*STATIC.rglob("*"), *TEMPLATES.rglob("*")]):
         if path.is_file():
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
@@ -110,12 +119,39 @@ def add_defaults(app: Sphinx, config: Config) -> None:
     config.html_static_path = list(config.html_static_path) + [str(STATIC)]
     if not config.html_favicon:
         config.html_favicon = str(STATIC / "favicon.svg")
+    config.templates_path = [str(TEMPLATES)] + list(config.templates_path)
+
+
+def fontawesome_digest(app: Sphinx) -> None:
+    """Find the digest of the theme's Font Awesome script tag, which templates/layout.html removes."""
+    app.reader_ux_fontawesome_digest = None
+    if app.builder.format != "html":
+        return
+    for theme_dir in app.builder.theme.get_theme_dirs():
+        macros = Path(theme_dir) / "static" / "webpack-macros.html"
+        if macros.is_file():
+            found = _FONTAWESOME_TAG.search(macros.read_text(encoding="utf-8"))
+            if found:
+                app.reader_ux_fontawesome_digest = found.group(1)
+                return
+    logger.warning(
+        "reader_ux: the theme's Font Awesome script tag was not found, so every page loads its 1.4 MB "
+        "(see book/_ext/templates/layout.html)",
+        type="reader_ux",
+    )
+
+
+def page_context(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    if app.reader_ux_fontawesome_digest:
+        context["reader_ux_fontawesome_digest"] = app.reader_ux_fontawesome_digest
 
 
 def setup(app: Sphinx) -> dict:
     app.add_config_value("reader_ux_static_hash", "", "html", [str])
     app.add_node(chinese, html=(visit_chinese_html, depart_chinese_html))
     app.connect("config-inited", add_defaults)
+    app.connect("builder-inited", fontawesome_digest)
+    app.connect("html-page-context", page_context)
     app.add_css_file("course-reader.css")
     app.add_js_file("course-reader.js", loading_method="defer")
     # After glossary_links (priority 500), so that linked terms are marked too.
