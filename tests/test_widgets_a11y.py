@@ -324,3 +324,33 @@ def test_every_text_and_key_colour_keeps_its_contrast(browser, base, device, sch
             assert [g for g in found["graphics"] if g["ratio"] < 3] == [], (root, scheme)
             widget_bg, page_bg = found["frame"]
             assert widget_bg == page_bg, "the widget should sit on the page's own background, with no frame of its own colour"
+
+
+def test_every_control_is_a_finger_sized_target_on_a_phone(browser, base):
+    """WCAG 2.5.8 (target size, minimum), as Lighthouse checks it: each control is at least 24×24 CSS px,
+    or the 24 px circle around its centre touches no other control and no other small control's circle."""
+    with widget_page(browser, base, "phone") as page:
+        small = page.evaluate(
+            """(roots) => {
+                 const controls = roots.flatMap(r => [...document.querySelectorAll(
+                   `${r} button, ${r} input, ${r} select, ${r} [role="radio"], ${r} [tabindex="0"]`)])
+                   .filter(el => el.getClientRects().length > 0);
+                 const boxes = controls.map(el => el.getBoundingClientRect());
+                 const gap = (a, b) => Math.hypot(
+                   Math.max(0, b.left - (a.left + a.width / 2), (a.left + a.width / 2) - b.right),
+                   Math.max(0, b.top - (a.top + a.height / 2), (a.top + a.height / 2) - b.bottom));
+                 const undersized = (b) => b.width < 24 || b.height < 24;
+                 const centres = (a, b) => Math.hypot(
+                   a.left + a.width / 2 - b.left - b.width / 2, a.top + a.height / 2 - b.top - b.height / 2);
+                 return controls.flatMap((el, i) => {
+                   const box = boxes[i];
+                   if (!undersized(box)) return [];
+                   // Its 24 px circle may touch no other control, nor another small control's circle.
+                   const crowded = boxes.some((other, j) => j !== i &&
+                     (gap(box, other) < 12 || (undersized(other) && centres(box, other) < 24)));
+                   return crowded ? [`${el.className || el.tagName} ${Math.round(box.width)}×${Math.round(box.height)}`] : [];
+                 });
+               }""",
+            [PLAYGROUND, EXPLORER],
+        )
+    assert small == [], small
