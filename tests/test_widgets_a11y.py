@@ -354,3 +354,20 @@ def test_every_control_is_a_finger_sized_target_on_a_phone(browser, base):
             [PLAYGROUND, EXPLORER],
         )
     assert small == [], small
+
+
+@pytest.mark.parametrize("device", sorted(DEVICES))
+def test_the_widgets_text_stays_legible_on_a_phone(browser, base, device):
+    """Text drawn in the widgets' pictures is at least 9 px on the screen (the book's floor for figure labels),
+    though a picture shrinks to a phone's width."""
+    with widget_page(browser, base, device) as page:
+        page.wait_for_timeout(300)  # a redraw at the width the layout settled on
+        sizes = page.evaluate(
+            """(roots) => roots.flatMap(r => [...document.querySelectorAll(`${r} svg text`)])
+                 .filter(t => t.getClientRects().length > 0 && t.textContent.trim())
+                 .map(t => [t.textContent, t.getScreenCTM().a * parseFloat(getComputedStyle(t).fontSize)])""",
+            [PLAYGROUND, EXPLORER],
+        )
+    assert len(sizes) >= 6, sizes
+    small = [(text, round(size, 1)) for text, size in sizes if size < 9]
+    assert small == [], small

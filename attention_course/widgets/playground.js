@@ -545,11 +545,15 @@ function render({ model, el }) {
     outputNumber.textContent = format4(output);
     outputNumber.dataset.exact = String(output);
 
-    // The number line: every value as a tick in its key's colour, the output as a diamond.
+    // The number line: every value as a tick in its key's colour, the output as a diamond. It is drawn
+    // in the page's pixels at whatever width it has, so that its labels keep their size on a phone.
+    const lineWidth = Math.round(numberLine.getBoundingClientRect().width) || 600;
+    numberLine.setAttribute("viewBox", `0 0 ${lineWidth} 46`);
+    numberLineAxis.setAttribute("x2", String(lineWidth - 10));
     const low = Math.min(...values, output);
     const high = Math.max(...values, output);
     const pad = high > low ? 0 : 1;
-    const at = (v) => 20 + ((v - (low - pad)) / (high - low + 2 * pad)) * 560;
+    const at = (v) => 20 + ((v - (low - pad)) / (high - low + 2 * pad)) * (lineWidth - 40);
     numberLineMarks.replaceChildren(...values.map((v, i) => svg("g", {}, [
       svg("line", { class: "ap-nl-tick", x1: at(v), x2: at(v), y1: 8, y2: 28, style: `stroke: ${keyColour(i)}`, "stroke-width": 2 + 4 * weights[i] }),
       svg("text", { class: "ap-nl-label", x: at(v), y: 42, style: `fill: ${keyColour(i)}`, text: `${keyName(i)} = ${Math.round(v * 100) / 100}` }),
@@ -656,9 +660,18 @@ function render({ model, el }) {
   for (const name of inputNames) model.on(`change:${name}`, update);
   for (const name of ["scores", "weights", "output"]) model.on(`change:${name}`, onResults);
   update();
+  // Redrawn when its width changes (a turned phone, an opened sidebar).
+  let drawnWidth = numberLine.getBoundingClientRect().width;
+  const resized = typeof ResizeObserver === "undefined" ? null : new ResizeObserver(() => {
+    const width = numberLine.getBoundingClientRect().width;
+    if (Math.round(width) !== Math.round(drawnWidth) && current) showBest();
+    drawnWidth = width;
+  });
+  if (resized) resized.observe(numberLine);
 
   return () => {
     clearTimeout(announcing);
+    if (resized) resized.disconnect();
     for (const name of inputNames) model.off(`change:${name}`, update);
     for (const name of ["scores", "weights", "output"]) model.off(`change:${name}`, onResults);
   };
