@@ -387,3 +387,21 @@ def test_bad_alignment_data_names_what_is_wrong():
     explorer = AlignmentExplorer.notes_example()
     with pytest.raises(ValueError, match=r"step must be an output step of sentence 0, in 0..2, got 3"):
         explorer.step = 3
+
+
+def test_each_widget_module_runs_from_a_string_with_the_shared_code_inlined(tmp_path, monkeypatch):
+    """A page runs a widget's module from a string, where `import ... from "./a11y.js"` cannot resolve:
+    front_end.module inlines it, once, and refuses an import it cannot inline."""
+    from attention_course.widgets import AlignmentExplorer, AttentionPlayground, front_end
+
+    for widget, name in ((AttentionPlayground, "playground.js"), (AlignmentExplorer, "alignment.js")):
+        source = (WIDGETS / name).read_text(encoding="utf-8")
+        assert 'import { radioKeys } from "./a11y.js";' in source
+        code = widget._esm
+        assert "import " not in code and code.count("function radioKeys(") == 1
+        assert code.count("export default") == 1  # the widget's own exports stay; the inlined ones do not
+        assert widget._css.startswith((WIDGETS / "a11y.css").read_text(encoding="utf-8"))  # shared rules first
+    monkeypatch.setattr(front_end, "HERE", tmp_path)
+    (tmp_path / "w.js").write_text('import { x } from "https://example.org/x.js";\nexport default {};\n')
+    with pytest.raises(ValueError, match="cannot inline"):
+        front_end.module("w.js")

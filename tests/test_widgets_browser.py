@@ -102,7 +102,9 @@ def embedded_widget_code(page: Path) -> list[tuple[str, str]]:
 def test_the_built_chapters_carry_the_current_widget_code(built_html):
     # The execution cache keys on the chapters' cells: a book built before playground.js changed would
     # still embed the old code. Rebuild (`make clean book`) if this fails.
-    current = (ROOT / "attention_course" / "widgets" / "playground.js").read_text(encoding="utf-8")
+    from attention_course.widgets import front_end
+
+    current = front_end.module("playground.js")
     for chapter in (CHAPTER_2, CHAPTER_4):
         widgets = embedded_widget_code(built_html / chapter)
         assert [anywidget_id for anywidget_id, _ in widgets] == ["attention_course.widgets.playground.AttentionPlayground"]

@@ -5,6 +5,8 @@
 // The computation is the small pure function below (Node imports it in tests/test_widgets.py and
 // compares it with PyTorch); the rest draws the widget, in JupyterLab and in the static book.
 
+import { radioKeys } from "./a11y.js";
+
 // ---------------------------------------------------------------------------------------------
 // The computation.
 
@@ -81,24 +83,6 @@ function withLang(parent, text) {
   return parent;
 }
 
-/** Arrow keys, Home and End move the choice of a radio group, and the focus with it (the WAI-ARIA radio group pattern). */
-function radioKeys(group, radios, choose) {
-  const moves = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
-  group.addEventListener("keydown", (event) => {
-    const all = radios();
-    const at = all.indexOf(event.target);
-    if (at < 0) return;
-    let to;
-    if (event.key in moves) to = (at + moves[event.key] + all.length) % all.length;
-    else if (event.key === "Home") to = 0;
-    else if (event.key === "End") to = all.length - 1;
-    else return;
-    event.preventDefault();
-    choose(to);
-    radios()[to].focus();
-  });
-}
-
 function render({ model, el }) {
   const root = html("div", { class: "alignment-explorer" });
   const title = html("div", { class: "ae-title" });
@@ -107,7 +91,7 @@ function render({ model, el }) {
   const next = html("button", { type: "button", class: "ae-nav ae-next", "aria-label": "next output step", text: "▶" });
   const steps = html("div", { class: "ae-steps", role: "radiogroup", "aria-label": "output step i" });
   // What a screen reader says after a change of step or sentence: the step's weights and context.
-  const live = html("div", { class: "ae-live", role: "status", "aria-live": "polite" });
+  const live = html("div", { class: "ae-live widget-live", role: "status", "aria-live": "polite" });
   const heatmapBox = html("div", { class: "ae-heatmap-box" });
   const formula = html("div", { class: "ae-formula" });
   const bars = html("div", { class: "ae-bars" });

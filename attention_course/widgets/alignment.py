@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import anywidget
@@ -30,11 +29,11 @@ import torch
 import traitlets
 
 from attention_course.corpus import SentencePair
+from attention_course.widgets import front_end
 from attention_course.widgets.playground import PlaygroundInputError
 
 __all__ = ["AlignedSentence", "AlignmentExplorer", "AlignmentInputError", "NOTES_EXAMPLE", "project_to_plane"]
 
-HERE = Path(__file__).parent
 
 # The notes' alignment of "Tom chase Jerry" with "汤姆 追逐 杰瑞": rows are output steps, columns source words.
 NOTES_EXAMPLE = {
@@ -167,8 +166,9 @@ class AlignmentExplorer(anywidget.AnyWidget):
     as drawn (2 numbers).
     """
 
-    _esm = HERE / "alignment.js"
-    _css = HERE / "alignment.css"
+    # Its front end, with what both widgets share inlined (front_end.py).
+    _esm = front_end.module("alignment.js")
+    _css = front_end.stylesheet("a11y.css", "alignment.css")
 
     sentences = traitlets.List().tag(sync=True)
     sentence = traitlets.Int(0).tag(sync=True)

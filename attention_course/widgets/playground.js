@@ -5,6 +5,8 @@
 // in tests/test_widgets.py and compares them with PyTorch. The second half draws the widget; it is
 // what anywidget runs, in JupyterLab and in the static book, where no kernel is there to compute.
 
+import { radioKeys } from "./a11y.js";
+
 // ---------------------------------------------------------------------------------------------
 // The computation.
 
@@ -185,24 +187,6 @@ function formatTemperature(t) {
   return t < 0.1 ? t.toFixed(3) : t < 10 ? t.toFixed(2) : t.toFixed(1);
 }
 
-/** Arrow keys, Home and End move the choice of a radio group, and the focus with it (the WAI-ARIA radio group pattern). */
-function radioKeys(group, radios, choose) {
-  const moves = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
-  group.addEventListener("keydown", (event) => {
-    const all = radios();
-    const at = all.indexOf(event.target);
-    if (at < 0) return;
-    let to;
-    if (event.key in moves) to = (at + moves[event.key] + all.length) % all.length;
-    else if (event.key === "Home") to = 0;
-    else if (event.key === "End") to = all.length - 1;
-    else return;
-    event.preventDefault();
-    choose(to);
-    radios()[to].focus();
-  });
-}
-
 /** A button that stays focusable when it cannot act (aria-disabled), so that the focus is never dropped. */
 function setEnabled(button, enabled) {
   button.setAttribute("aria-disabled", String(!enabled));
@@ -363,7 +347,7 @@ function render({ model, el }) {
   const status = html("div", { class: "ap-status" });
   const source = html("span", { class: "ap-source" });
   // What a screen reader says after a change: the weights and the output, once the change pauses.
-  const live = html("div", { class: "ap-live", role: "status", "aria-live": "polite" });
+  const live = html("div", { class: "ap-live widget-live", role: "status", "aria-live": "polite" });
   const results = html("div", { class: "ap-results" }, [
     table,
     html("div", { class: "ap-output-row" }, [

@@ -14,7 +14,6 @@ what is on screen, the page shows those. tests/test_widgets.py pins the two toge
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any, Sequence
 
 import anywidget
@@ -22,10 +21,10 @@ import torch
 import traitlets
 
 from attention_course.attention import AdditiveScore, attention, cosine_score, dot_score, scaled_dot_score
+from attention_course.widgets import front_end
 
 __all__ = ["AttentionPlayground", "PlaygroundInputError", "SCORE_NAMES", "playground_attention", "polar"]
 
-HERE = Path(__file__).parent
 SCORE_NAMES = ("dot", "scaled_dot", "cosine", "additive")
 # Chapter 4's hand-set additive weights: W_q = W_k = I/2, w_v = (1, 1).
 DEFAULT_ADDITIVE_WEIGHTS = {"W_q": [[0.5, 0.0], [0.0, 0.5]], "W_k": [[0.5, 0.0], [0.0, 0.5]], "w_v": [1.0, 1.0]}
@@ -126,8 +125,9 @@ class AttentionPlayground(anywidget.AnyWidget):
     worked example: q = (1, 2), keys (1, 0), (0, 1), (1, 1), values 10, 20, 30.
     """
 
-    _esm = HERE / "playground.js"
-    _css = HERE / "playground.css"
+    # Its front end, with what both widgets share inlined (front_end.py).
+    _esm = front_end.module("playground.js")
+    _css = front_end.stylesheet("a11y.css", "playground.css")
 
     query = traitlets.Dict(polar(1.0, 2.0)).tag(sync=True)
     key_vectors = traitlets.List([polar(1.0, 0.0), polar(0.0, 1.0), polar(1.0, 1.0)]).tag(sync=True)
