@@ -6,6 +6,7 @@
 // compares it with PyTorch); the rest draws the widget, in JupyterLab and in the static book.
 
 import { radioKeys } from "./a11y.js";
+import { html, svg } from "./dom.js";
 
 // ---------------------------------------------------------------------------------------------
 // The computation.
@@ -37,32 +38,11 @@ export function format4(x) {
 // ---------------------------------------------------------------------------------------------
 // The view.
 
-const SVG_NS = "http://www.w3.org/2000/svg";
 const PICTURE_PX = 260;
 const SUBSCRIPTS = "₀₁₂₃₄₅₆₇₈₉";
 
 function subscript(n) {
   return String(n).split("").map((d) => SUBSCRIPTS[d]).join("");
-}
-
-function html(tag, attributes = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (name === "text") node.textContent = value;
-    else node.setAttribute(name, value);
-  }
-  for (const child of children) node.append(child);
-  return node;
-}
-
-function svg(tag, attributes = {}, children = []) {
-  const node = document.createElementNS(SVG_NS, tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (name === "text") node.textContent = value;
-    else node.setAttribute(name, value);
-  }
-  for (const child of children) node.append(child);
-  return node;
 }
 
 const CHINESE = /[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+/g;

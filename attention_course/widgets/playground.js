@@ -6,6 +6,7 @@
 // what anywidget runs, in JupyterLab and in the static book, where no kernel is there to compute.
 
 import { radioKeys } from "./a11y.js";
+import { html, svg } from "./dom.js";
 
 // ---------------------------------------------------------------------------------------------
 // The computation.
@@ -151,7 +152,6 @@ const KEY_COLOURS = 6;
 const SUBSCRIPTS = "₀₁₂₃₄₅₆₇₈₉";
 const MAX_KEYS = KEY_COLOURS;
 const ANNOUNCE_AFTER_MS = 600; // the live region speaks once a drag or a slider pauses, not on every step
-const SVG_NS = "http://www.w3.org/2000/svg";
 const PLANE_PX = 300;
 const TEMPERATURE_LOG10 = [-2, 2]; // the temperature slider spans 0.01 ... 100
 
@@ -161,26 +161,6 @@ function keyName(i) {
 
 function keyColour(i) {
   return `var(--ap-k${i % KEY_COLOURS})`;
-}
-
-function html(tag, attributes = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (name === "text") node.textContent = value;
-    else node.setAttribute(name, value);
-  }
-  for (const child of children) node.append(child);
-  return node;
-}
-
-function svg(tag, attributes = {}, children = []) {
-  const node = document.createElementNS(SVG_NS, tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (name === "text") node.textContent = value;
-    else node.setAttribute(name, value);
-  }
-  for (const child of children) node.append(child);
-  return node;
 }
 
 function formatTemperature(t) {
