@@ -120,8 +120,8 @@ def test_on_a_desktop_the_menu_button_hides_and_shows_the_chapter_list(browser, 
         assert toggle.get_attribute("aria-expanded") == "true"
 
 
-@pytest.mark.parametrize("device", sorted(NARROW))
-def test_no_page_scrolls_sideways_on_a_phone_or_tablet(browser, base, built_html, device):
+@pytest.mark.parametrize("device", sorted(DEVICES))
+def test_no_page_scrolls_sideways(browser, base, built_html, device):
     wide = {}
     for path in pages_of(built_html):
         if path == "index.html":  # redirects to book/index.html, which is checked itself
@@ -229,3 +229,20 @@ def test_every_page_has_a_favicon(browser, base, built_html):
         href = page.locator("link[rel='icon']").evaluate("l => l.href")
         response = page.request.get(href)
         assert response.status == 200 and b"<svg" in response.body()
+
+
+@pytest.mark.parametrize("device", sorted(DEVICES))
+def test_every_button_is_named_with_the_words_it_shows(browser, base, device):
+    """WCAG 2.5.3 (label in name): a reader who says what a button shows reaches it."""
+    with reader(browser, base, CHAPTER_4, device) as page:
+        page.wait_for_load_state("load")
+        mismatched = page.evaluate(
+            """() => {
+                 const words = (text) => text.normalize("NFKC").toLowerCase().replace(/[^\\p{L}\\p{N}]+/gu, " ").trim();
+                 return [...document.querySelectorAll("button, [role=button]")]
+                   .filter(b => b.getClientRects().length > 0 && b.hasAttribute("aria-label"))
+                   .map(b => [words(b.innerText || ""), words(b.getAttribute("aria-label"))])
+                   .filter(([shown, name]) => shown && !name.includes(shown));
+               }"""
+        )
+    assert mismatched == [], mismatched

@@ -1,9 +1,9 @@
 """The two widgets work for a keyboard, a screen reader, a finger and a dark page, in the static book.
 
 Headless Chromium opens a throwaway book built from tests/fixtures/a11y-widgets.md (chapter 4's
-playground and an alignment explorer) on a phone (390×844, touch) and a desktop (1366×900), in the
-theme's light and dark modes, and checks what a user of each meets: Tab reaches every control, with its
-role and name; arrow keys move a radio group's choice; focus never falls to the page when a button can
+playground and an alignment explorer) on a phone (390×844, touch), a tablet (820×1180, touch) and a
+desktop (1366×900), in the theme's light and dark modes, and checks what a user of each meets: Tab
+reaches every control, with its role and name; arrow keys move a radio group's choice; focus never falls to the page when a button can
 no longer act; sliders say their values in real units; a live region says each new result once a change
 settles; a swipe over the plane scrolls the page, a drag from an arrow's head moves the arrow; Chinese
 words are marked as Chinese; and every text, and every key colour, keeps its contrast with what it is on.
@@ -24,6 +24,7 @@ pytestmark = pytest.mark.browser
 PAGE = "book/widgets.html"
 DEVICES = {
     "phone": {"viewport": {"width": 390, "height": 844}, "has_touch": True, "is_mobile": True, "device_scale_factor": 2},
+    "tablet": {"viewport": {"width": 820, "height": 1180}, "has_touch": True, "is_mobile": True, "device_scale_factor": 2},
     "desktop": {"viewport": {"width": 1366, "height": 900}},
 }
 PLAYGROUND, EXPLORER = ".attention-playground", ".alignment-explorer"

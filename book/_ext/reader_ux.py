@@ -14,6 +14,7 @@ figures to enlarge, Chinese text marked as Chinese, a favicon.
   - Every figure of the text can be enlarged: the image is a link to itself, and a tap opens it at its
     full resolution in a dialog (scrollable on a phone), so that its labels are as large as when it was
     drawn (the course draws at 100 dpi with 8-10 pt text: 11-14 px).
+  - The theme's search buttons, which show "Search Ctrl + K", are named so too (label in name).
 - ``reader_static/course-reader.css`` (every page): the styles of the above, and inline code that wraps
   instead of pushing the page sideways.
 - Text in Chinese is marked ``lang="zh"`` (a screen reader reads it in Chinese; the browser picks a
