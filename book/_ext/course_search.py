@@ -33,7 +33,6 @@ Sphinx's own search fails a reader of this book three ways:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging as std_logging
 import re
@@ -46,13 +45,14 @@ from sphinx.errors import ConfigError
 from sphinx.search import zh
 from sphinx.util import logging
 
+from reader_ux import HAN, files_hash
+
 logger = logging.getLogger(__name__)
 
 ASSETS = Path(__file__).with_name("search_assets")
 TEXTS_FILE = "course-search-texts.js"
 JIEBA_PIN = "jieba==0.42.1"
 
-HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _ALL_HAN = re.compile(f"[{HAN}]+")
 _WORDLIKE = re.compile(r"\w")
 # Chinese function words, never indexed and dropped from queries (language_data.js's stopwords).
@@ -102,13 +102,8 @@ def configure(app: Sphinx, config: Config) -> None:
     # page, which a page opened from file:// may not do.
     config.html_show_search_summary = False
     config.html_static_path = list(config.html_static_path) + [str(ASSETS / "static")]
-    # A change to this file or its assets must rewrite every page (Sphinx copies static files and
-    # writes the search page only when it writes pages).
-    digest = hashlib.sha256(Path(__file__).read_bytes())
-    for path in sorted(ASSETS.rglob("*")):
-        if path.is_file():
-            digest.update(path.relative_to(ASSETS).as_posix().encode() + b"\0" + path.read_bytes())
-    config.course_search_assets = digest.hexdigest()
+    # A change to this file or its assets must rewrite every page.
+    config.course_search_assets = files_hash(Path(__file__), ASSETS)
 
 
 def quiet_jieba(app: Sphinx) -> None:

@@ -178,6 +178,16 @@ def build_finished(app: Sphinx, exception) -> None:
             )
 
 
+def _drop_scripts(context: dict, in_file: str, in_body: str) -> None:
+    """Remove from the page's scripts those whose file name contains ``in_file`` (in any case) and the
+    inline ones whose text contains ``in_body``."""
+    context["script_files"] = [
+        script for script in context.get("script_files", [])
+        if in_file not in str(getattr(script, "filename", script) or "").lower()
+        and in_body not in str(getattr(script, "attributes", {}).get("body", ""))
+    ]
+
+
 def drop_thebe_scripts(app: Sphinx, pagename, templatename, context, doctree) -> None:
     """Remove sphinx-thebe's scripts from every page.
 
@@ -186,11 +196,7 @@ def drop_thebe_scripts(app: Sphinx, pagename, templatename, context, doctree) ->
     read phase, so a rebuild declares it twice ("Identifier 'THEBE_JS_URL' has already been declared").
     """
     if app.config.html_context.get("offline_drop_thebe", True):
-        context["script_files"] = [
-            script for script in context.get("script_files", [])
-            if "thebe" not in str(getattr(script, "filename", script) or "")
-            and "THEBE_JS_URL" not in str(getattr(script, "attributes", {}).get("body", ""))
-        ]
+        _drop_scripts(context, "thebe", "THEBE_JS_URL")
 
 
 def drop_unused_mathjax(app: Sphinx, pagename, templatename, context, doctree) -> None:
@@ -199,13 +205,8 @@ def drop_unused_mathjax(app: Sphinx, pagename, templatename, context, doctree) -
     Sphinx also loads it on a page whose table of contents lists pages with math (the book's front
     page), though the page shows none of it.
     """
-    if doctree is None or 'class="math' in context.get("body", ""):
-        return
-    context["script_files"] = [
-        script for script in context.get("script_files", [])
-        if "mathjax" not in str(getattr(script, "filename", script) or "").lower()
-        and "window.MathJax" not in str(getattr(script, "attributes", {}).get("body", ""))
-    ]
+    if doctree is not None and 'class="math' not in context.get("body", ""):
+        _drop_scripts(context, "mathjax", "window.MathJax")
 
 
 def setup(app: Sphinx) -> dict:

@@ -105,18 +105,21 @@ def mark_chinese(app: Sphinx, doctree: nodes.document, docname: str) -> None:
         text.parent.replace(text, replacement)
 
 
-def static_hash() -> str:
+def files_hash(*roots: Path) -> str:
+    """A digest of the files ``roots`` are or hold (names and contents), for a config value that changes
+    with them: Sphinx copies static files, and writes pages, only when it writes pages."""
     digest = hashlib.sha256()
-    for path in sorted([*STATIC.rglob("*"), *TEMPLATES.rglob("*")]):
-        if path.is_file():
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for root in roots:
+        for path in sorted(root.rglob("*")) if root.is_dir() else [root]:
+            if path.is_file():
+                digest.update(path.relative_to(root.parent).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
 def add_defaults(app: Sphinx, config: Config) -> None:
     # Sphinx copies static files only when it writes pages; a config value that changes with them makes
     # it write every page when only the script or the stylesheet changed.
-    config.reader_ux_static_hash = static_hash()
+    config.reader_ux_static_hash = files_hash(STATIC, TEMPLATES)
     config.html_static_path = list(config.html_static_path) + [str(STATIC)]
     if not config.html_favicon:
         config.html_favicon = str(STATIC / "favicon.svg")

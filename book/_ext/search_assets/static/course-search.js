@@ -11,19 +11,12 @@
   const BEFORE = 90;
   const LENGTH = 260;
 
+  // The words to look for: the query's words as typed and as stemmed ("computing" matches a page
+  // through its stem, "comput"), as Sphinx's own search parsed them.
   const queryWords = () => {
     const query = new URLSearchParams(window.location.search).get("q") || "";
-    const stemmer = typeof Stemmer === "function" ? new Stemmer() : null;
-    const words = [];
-    for (const term of splitQuery(query.trim())) {
-      const lower = term.toLowerCase();
-      if (lower.startsWith("-") || stopwords.includes(lower)) continue;
-      words.push(lower);
-      // "computing" matches a page through its stem, "comput", which is what the page may contain.
-      const stem = stemmer ? stemmer.stemWord(lower) : lower;
-      if (stem !== lower) words.push(stem);
-    }
-    return words.filter((word) => word.length > 0);
+    const [, stems, , typed] = Search._parseQuery(query);
+    return [...new Set([...typed, ...stems])].filter((word) => word.length > 0);
   };
 
   // The page a result links to (its docname) and the anchor inside it, if any.
