@@ -7,14 +7,20 @@ PY := $(VENV)/bin/python
 BOOK ?= .
 HTML := $(abspath $(BOOK))/_build/html
 
-.PHONY: book test bench exercises system system-test assets venv lock clean
+.PHONY: book test bench exercises catalogs system system-test assets venv lock clean
 
-## book: set up everything, then build the HTML book into _build/html (warnings are errors)
+## book: set up everything, then build both editions of the HTML book (warnings are errors):
+## English into _build/html, 中文 into _build/html/zh (the chapters execute once, for both)
 book: venv assets system
-	$(VENV)/bin/jupyter-book build $(BOOK) --warningiserror --keep-going
+	$(PY) scripts/build_book.py $(BOOK)
 	@echo
-	@echo "The book is built. Open file://$(HTML)/index.html"
+	@echo "The book is built. Open file://$(HTML)/index.html (English) or file://$(HTML)/zh/index.html (中文)"
 	@echo "or serve it: $(PY) -m http.server --directory $(HTML) 8000  (then http://127.0.0.1:8000/)"
+
+## catalogs: after editing a chapter (or a figure's or widget's text), update the translation catalogs
+## (book/locale, attention_course/locale); then translate what is new or marked fuzzy there
+catalogs: venv assets system
+	$(PY) scripts/update_catalogs.py $(BOOK)
 
 ## test: the whole test suite (builds the book first if it is not up to date), in TEST_WORKERS processes
 ## (pytest-xdist; each test file runs whole in one of them, so a module's fixtures are built once)

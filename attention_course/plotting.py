@@ -72,7 +72,8 @@ def use_course_style() -> str:
 
     Latin text keeps DejaVu Sans; characters it lacks fall back to the CJK font. A glyph that
     neither font has raises (in this process, from now on): ``UserWarning`` as an error for plain
-    text, :class:`MissingGlyphError` for text inside mathtext.
+    text, :class:`MissingGlyphError` for text inside mathtext. In an IPython kernel it also installs the
+    formatter that shows each figure in every edition's language (``attention_course.figures.editions``).
     """
     path = cjk_font_file()
     font_manager.fontManager.addfont(str(path))
@@ -92,4 +93,8 @@ def use_course_style() -> str:
     mathtext_log = logging.getLogger("matplotlib.mathtext")
     if not any(isinstance(f, _RaiseOnMissingGlyph) for f in mathtext_log.filters):
         mathtext_log.addFilter(_RaiseOnMissingGlyph())
+    # In a kernel (a chapter being built), a figure's display carries its drawings in every language.
+    from attention_course.figures.editions import register_ipython_formatter
+
+    register_ipython_formatter()
     return family

@@ -3,7 +3,7 @@
 set -euo pipefail
 cat <<'HEADER'
 # Conda users: `conda env create -f environment.yml && conda activate attention-course`,
-# then `pip install --no-deps -e .` and build with `jupyter-book build . --warningiserror`.
+# then `pip install --no-deps -e .` and build both editions with `python scripts/build_book.py`.
 # The pip list below is requirements.txt, pin for pin (tests/test_environment.py checks it).
 # Debian/Ubuntu also need: fonts-wqy-microhei (figures), chromium and bubblewrap (tests, grading).
 name: attention-course

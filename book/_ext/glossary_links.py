@@ -19,7 +19,9 @@ What counts as an occurrence (``TermMatcher``):
   Chinese character, so that 值 is not found inside 均值.
 
 Each form (the English term, each variant, each Chinese term) is linked once per page, at its
-first occurrence. Never linked: code, math, headings and other titles, captions, existing links,
+first occurrence; with ``glossary_links_once_per_entry`` (the Chinese edition, where a term and its
+English gloss stand side by side: 软注意力（soft attention）), each entry is linked once, at the first
+occurrence of any of its forms. Never linked: code, math, headings and other titles, captions, existing links,
 raw output, executed cells, and the glossary itself; nor the phrases listed in
 ``glossary_links_ignore`` (``_config.yml``), in which a term's word means something else ("source" in
 "the source notes"). A term an author already links (``{term}``) counts as linked. The pages linked
@@ -41,6 +43,8 @@ from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.util.nodes import make_refnode
+
+from attention_course.i18n import language_of, translator
 
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 DASHES = "-\u2010\u2011\u2012\u2013\u2014"
@@ -221,26 +225,30 @@ def link_terms(app: Sphinx, doctree: nodes.document, docname: str) -> None:
         return
     entry_of = {term: entry for entry in entries for term in entry.terms}
     matcher = _matcher(tuple(entry_of), tuple(app.config.glossary_links_ignore))
+    # What counts as already linked: each form, or (glossary_links_once_per_entry) each entry.
+    key = (lambda term: entry_of[term].anchor) if app.config.glossary_links_once_per_entry else (lambda term: term)
+    tr = translator(language_of(app.config.language), "book", strict=True)
+    title = tr("Glossary: {terms}")
 
     linked: set[str] = set()
     # A term the author linked to its entry already counts as linked.
     for reference in doctree.findall(nodes.reference):
         for _, _, term in matcher.finditer(reference.astext()):
             if reference.get("refuri", "").endswith("#" + entry_of[term].anchor):
-                linked.add(term)
+                linked.add(key(term))
 
     replacements = []
     for parent, index, run in _text_runs(doctree):
         source, pieces, position = "".join(run), [], 0
         for start, end, term in matcher.finditer(source):
-            if term in linked:
+            if key(term) in linked:
                 continue
-            linked.add(term)
+            linked.add(key(term))
             entry = entry_of[term]
             shown = source[start:end]
             label = nodes.inline(shown, shown, classes=["xref", "std", "std-term"])
             reference = make_refnode(app.builder, docname, entry.docname, entry.anchor, label,
-                                     title="Glossary: " + " · ".join(entry.terms))
+                                     title=title.format(terms=" · ".join(entry.terms)))
             reference["classes"].append("glossary-link")
             pieces += [nodes.Text(source[position:start]), reference]
             position = end
@@ -279,6 +287,8 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("glossary_links_docs", ["book/[0-9]*"], "env", [list, tuple])
     # Phrases in which a term's word means something else, never linked: "the source notes".
     app.add_config_value("glossary_links_ignore", [], "env", [list, tuple])
+    # Link each entry once per page (at the first of its forms), not each form.
+    app.add_config_value("glossary_links_once_per_entry", False, "env", [bool])
     app.connect("env-updated", collect_entries)
     app.connect("doctree-resolved", link_terms)
     return {"version": "1", "env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}

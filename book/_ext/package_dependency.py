@@ -2,9 +2,14 @@
 
 MyST-NB's execution cache (jupyter-cache) keys a notebook on its own code cells only. A chapter that
 calls ``attention_course`` would keep its old outputs and figures after the package changed, and
-Sphinx would not even re-read it. This extension hashes the package's sources; when the hash differs
-from the one recorded by the last successful build, it empties the execution cache and marks every
-document as outdated, so that the rebuild shows what the current code computes.
+Sphinx would not even re-read it. This extension hashes the package's sources, and keeps two records:
+
+- beside the execution cache, the hash of the package that filled it: when the package differs, the
+  cache is emptied (and the new hash recorded at once, since all it will hold from then on is run
+  with the new package). Every edition of the book shares the one cache, so the first edition built
+  after a change executes the chapters again, and the others find them executed;
+- in each build's doctrees, the hash of the last successful build: when it differs, every document
+  is read again, so that each edition shows what the current code computes.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ STAMP_NAME = "course-package.sha256"
 
 def package_hash(root: Path) -> str:
     digest = hashlib.sha256()
-    # Python, and the widgets' front-end code that chapters embed in their pages.
-    for path in sorted(p for p in (root / PACKAGE).rglob("*") if p.suffix in {".py", ".js", ".css"}):
+    # Python, the widgets' front-end code that chapters embed in their pages, and the translations of
+    # the figures' and widgets' text (a chapter draws each figure in every language).
+    for path in sorted(p for p in (root / PACKAGE).rglob("*") if p.suffix in {".py", ".js", ".css", ".po"}):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -39,14 +45,25 @@ def _stamp(app: Sphinx) -> Path:
     return Path(app.doctreedir) / STAMP_NAME
 
 
+def _cache_stamp(app: Sphinx) -> Path:
+    cache = _cache_dir(app)
+    return cache.with_name(cache.name + "." + STAMP_NAME)
+
+
 def builder_inited(app: Sphinx) -> None:
     current = package_hash(Path(app.confdir))
+    cache, cache_stamp = _cache_dir(app), _cache_stamp(app)
+    # A cache filled by another version of the package (or by an unknown one) is emptied.
+    filled_by = cache_stamp.read_text() if cache_stamp.is_file() else None
+    if filled_by != current:
+        if cache.exists():
+            logger.info("course package changed since the chapters were executed: every chapter executes again")
+            shutil.rmtree(cache, ignore_errors=True)
+        cache_stamp.parent.mkdir(parents=True, exist_ok=True)
+        cache_stamp.write_text(current)
     stamp = _stamp(app)
     app.env.course_package_changed = stamp.is_file() and stamp.read_text() != current
     app.env.course_package_hash = current
-    if app.env.course_package_changed:
-        logger.info("course package changed since the last build: every chapter executes again")
-        shutil.rmtree(_cache_dir(app), ignore_errors=True)
 
 
 def env_get_outdated(app: Sphinx, env, added, changed, removed) -> list[str]:

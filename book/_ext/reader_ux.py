@@ -17,7 +17,7 @@ figures to enlarge, Chinese text marked as Chinese, a favicon.
   - The theme's search buttons, which show "Search Ctrl + K", are named so too (label in name).
 - ``reader_static/course-reader.css`` (every page): the styles of the above, and inline code that wraps
   instead of pushing the page sideways.
-- Text in Chinese is marked ``lang="zh"`` (a screen reader reads it in Chinese; the browser picks a
+- Text in Chinese is marked ``lang="zh"`` in the English edition (in the Chinese one the page is) (a screen reader reads it in Chinese; the browser picks a
   Chinese font): every run of Chinese characters in the prose, headings, captions and tables becomes a
   ``<span lang="zh">``. Code, math and raw output are left as they are.
 - ``html_favicon``: ``reader_static/favicon.svg``, unless the book sets its own.
@@ -94,7 +94,8 @@ def _inside_unmarked(node: nodes.Node) -> bool:
 
 
 def mark_chinese(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    if app.builder.format != "html":
+    # In the Chinese edition the whole page is lang="zh-CN" already.
+    if app.builder.format != "html" or (app.config.language or "en").startswith("zh"):
         return
     for text in list(doctree.findall(nodes.Text)):
         if not _CJK_RUN.search(text) or _inside_unmarked(text):

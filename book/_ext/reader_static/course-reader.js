@@ -4,13 +4,16 @@
   "use strict";
 
   const WIDE = window.matchMedia("(min-width: 992px)");
+  // Labels in the edition's language: book/_ext/editions.py puts their translations on every page
+  // (window.courseMessages, from the package's "book" catalog); English is the message itself.
+  const t = (message) => (window.courseMessages || {})[message] || message;
 
   // ---- Sidebars -------------------------------------------------------------------------------
   // The themes bind their toggles to the first .primary-toggle / .secondary-toggle of the page, a
   // hidden navbar button (pydata-sphinx-theme#2451). We take every click on any toggle first.
   const SIDEBARS = {
-    primary: { sidebar: "pst-primary-sidebar", dialog: "pst-primary-sidebar-modal", label: "Site navigation" },
-    secondary: { sidebar: "pst-secondary-sidebar", dialog: "pst-secondary-sidebar-modal", label: "On this page" },
+    primary: { sidebar: "pst-primary-sidebar", dialog: "pst-primary-sidebar-modal", label: t("Site navigation") },
+    secondary: { sidebar: "pst-secondary-sidebar", dialog: "pst-secondary-sidebar-modal", label: t("On this page") },
   };
 
   function moveChildren(from, to) {
@@ -31,7 +34,7 @@
     const close = document.createElement("button");
     close.type = "button";
     close.className = "course-dialog-close";
-    close.textContent = "Close";
+    close.textContent = t("Close");
     close.addEventListener("click", () => dialog.close());
     dialog.prepend(close);
     dialog.addEventListener(
@@ -100,7 +103,7 @@
       if (wide) {
         box.tabIndex = 0;
         box.setAttribute("role", "region");
-        box.setAttribute("aria-label", "Equation (scrolls sideways)");
+        box.setAttribute("aria-label", t("Equation (scrolls sideways)"));
       } else if (box.classList.contains("course-was-wide")) {
         box.removeAttribute("tabindex");
         box.removeAttribute("role");
@@ -127,17 +130,17 @@
     if (viewer) return viewer;
     viewer = document.createElement("dialog");
     viewer.className = "course-figure-viewer";
-    viewer.setAttribute("aria-label", "Figure, full size");
+    viewer.setAttribute("aria-label", t("Figure, full size"));
     const close = document.createElement("button");
     close.type = "button";
     close.className = "course-dialog-close";
-    close.textContent = "Close";
+    close.textContent = t("Close");
     close.addEventListener("click", () => viewer.close());
     const frame = document.createElement("div");
     frame.className = "course-figure-frame";
     frame.tabIndex = 0;
     frame.setAttribute("role", "region");
-    frame.setAttribute("aria-label", "Figure (scroll to see all of it)");
+    frame.setAttribute("aria-label", t("Figure (scroll to see all of it)"));
     const caption = document.createElement("p");
     caption.className = "course-figure-caption";
     viewer.append(close, frame, caption);
@@ -180,7 +183,7 @@
       link.href = image.getAttribute("src");
       const hint = document.createElement("span");
       hint.className = "course-enlarge-hint";
-      hint.textContent = "Enlarge";
+      hint.textContent = t("Enlarge");
       image.replaceWith(link);
       link.append(image, hint);
       link.addEventListener("click", (event) => {
@@ -210,6 +213,25 @@
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
+
+  // ---- Editions ---------------------------------------------------------------------------------
+  // "English | 中文" leads to this page in the other language, at the section the reader is reading:
+  // both editions give a section the same id (book/_ext/editions.py).
+  function sectionInView() {
+    const sections = [...document.querySelectorAll("article.bd-article section[id]")];
+    let found = null;
+    for (const section of sections) {
+      if (section.getBoundingClientRect().top > 96) break;
+      found = section;
+    }
+    return found && found !== sections[0] ? found.id : "";
+  }
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("a.course-edition[href]");
+    if (!link) return;
+    const id = sectionInView() || window.location.hash.slice(1);
+    if (id) link.hash = id;
+  });
 
   // ---- Search buttons ---------------------------------------------------------------------------
   // The theme's search field is a button that shows "Search Ctrl + K" (⌘ K on a Mac) but is named

@@ -1,0 +1,125 @@
+"""Update the translation catalogs from the English sources (`make catalogs`).
+
+    python scripts/update_catalogs.py [BOOK]
+
+Two kinds of catalog, both gettext ``.po`` files in git, both updated the same way (sphinx-intl's
+merge: a new message is added untranslated, a changed one keeps its old translation marked *fuzzy*
+for the translator to check, a removed one is dropped):
+
+- the chapters' prose, one catalog per page: ``book/locale/<language>/LC_MESSAGES/<page>.po``, from
+  the ``.pot`` files that Sphinx's gettext builder writes (``scripts/build_book.py --builder gettext``;
+  it uses the execution cache, so figures' alt texts are messages too);
+- the text the package's code draws or shows (``attention_course.i18n``): figure labels, the widgets'
+  interface and what the book's extensions write, one catalog per domain:
+  ``attention_course/locale/<language>/LC_MESSAGES/<domain>.po``, extracted with Babel from the calls
+  ``tr("...")`` and ``N_("...")`` in Python and ``t("...")`` and ``N_("...")`` in JavaScript.
+
+Then translate every entry that is new (empty) or fuzzy (remove the ``fuzzy`` flag once checked);
+``tests/test_translations.py`` fails until none is left and every catalog matches its source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TRANSLATED = ("zh_CN",)  # the catalog languages besides the English source
+BOOK_LOCALE = Path("book") / "locale"
+PACKAGE_LOCALE = Path("attention_course") / "locale"
+# Where each domain's messages are: (glob below the repository root, Babel extraction method).
+PACKAGE_SOURCES = {
+    "figures": [("attention_course/figures/*.py", "python")],
+    "widgets": [("attention_course/widgets/*.py", "python"), ("attention_course/widgets/*.js", "javascript")],
+    "book": [("book/_ext/*.py", "python"), ("book/_ext/reader_static/*.js", "javascript")],
+}
+KEYWORDS = {"python": {"tr": None, "N_": None}, "javascript": {"t": None, "N_": None}}
+# No wrapping: one message, one line, so that a diff shows which messages changed.
+LINE_WIDTH = 0
+
+
+def package_templates(root: Path = ROOT) -> dict:
+    """{domain: babel Catalog} of the messages the package's sources use, as extracted now."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.extract import extract_from_file
+
+    templates = {}
+    for domain, sources in PACKAGE_SOURCES.items():
+        catalog = Catalog(project="attention-course", domain=domain)
+        for pattern, method in sources:
+            for path in sorted(root.glob(pattern)):
+                for _, message, _, _ in extract_from_file(method, str(path), keywords=KEYWORDS[method],
+                                                          comment_tags=(), options={}):
+                    if isinstance(message, str) and message:
+                        catalog.add(message)
+        templates[domain] = catalog
+    return templates
+
+
+def write_book_templates(book: Path, out: Path) -> None:
+    """Sphinx's gettext builder: one .pot per page of ``book`` into ``out``."""
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_book.py"), str(book),
+                             "--builder", "gettext", "--out", str(out)])
+    if result.returncode != 0:
+        sys.exit("the gettext build failed")
+
+
+def _merge(po_path: Path, template, language: str) -> str:
+    """Merge ``template`` into the catalog at ``po_path`` (created if missing); what happened."""
+    from sphinx_intl import catalog as sphinx_intl_catalog
+
+    po_path.parent.mkdir(parents=True, exist_ok=True)
+    if po_path.exists():
+        catalog = sphinx_intl_catalog.load_po(str(po_path))
+        before = {m.id for m in catalog if m.id}
+        sphinx_intl_catalog.update_with_fuzzy(catalog, template)
+        after = {m.id for m in catalog if m.id}
+        if before == after:
+            return "unchanged"
+        sphinx_intl_catalog.dump_po(str(po_path), catalog, width=LINE_WIDTH, ignore_obsolete=True)
+        return f"+{len(after - before)} -{len(before - after)}"
+    template.locale = language
+    template.project, template.version = "attention-course", ""
+    template.copyright_holder = template.last_translator = "The attention course authors"
+    template.language_team = f"{language} (the attention course)"
+    template.fuzzy = False
+    sphinx_intl_catalog.dump_po(str(po_path), template, width=LINE_WIDTH, ignore_obsolete=True)
+    return "created"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("book", nargs="?", default=".", type=Path)
+    parser.add_argument("--package-only", action="store_true",
+                        help="only the package's catalogs (figures, widgets, book): no gettext build")
+    args = parser.parse_args(argv)
+    book = args.book.resolve()
+
+    from sphinx_intl import catalog as sphinx_intl_catalog
+
+    pot_dir = book / "_build" / "gettext"
+    if not args.package_only:
+        write_book_templates(book, pot_dir)
+    for language in TRANSLATED if not args.package_only else ():
+        locale = book / BOOK_LOCALE / language / "LC_MESSAGES"
+        pots = sorted(pot_dir.rglob("*.pot"))
+        for pot in pots:
+            name = pot.relative_to(pot_dir).with_suffix(".po")
+            print(f"{BOOK_LOCALE / language / 'LC_MESSAGES' / name}: "
+                  f"{_merge(locale / name, sphinx_intl_catalog.load_po(str(pot)), language)}")
+        pages = {pot.relative_to(pot_dir).with_suffix(".po") for pot in pots}
+        for orphan in sorted(p for p in locale.rglob("*.po") if p.relative_to(locale) not in pages):
+            orphan.unlink()
+            print(f"{orphan.relative_to(book)}: removed (the page is gone)")
+    for language in TRANSLATED:
+        for domain, template in package_templates(ROOT).items():
+            path = ROOT / PACKAGE_LOCALE / language / "LC_MESSAGES" / f"{domain}.po"
+            print(f"{path.relative_to(ROOT)}: {_merge(path, template, language)}")
+    print("\nNow translate the new (empty) and fuzzy entries; `make test` checks that none is left.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
