@@ -7,6 +7,7 @@
 
 import { radioKeys } from "./a11y.js";
 import { html, svg } from "./dom.js";
+import { translator, widgetLanguage } from "./i18n.js";
 
 // ---------------------------------------------------------------------------------------------
 // The computation.
@@ -64,12 +65,13 @@ function withLang(parent, text) {
 }
 
 function render({ model, el }) {
-  const root = html("div", { class: "alignment-explorer" });
+  const t = translator(model, el);
+  const root = html("div", { class: "alignment-explorer", lang: widgetLanguage(model, el) });
   const title = html("div", { class: "ae-title" });
-  const sentenceSelect = html("select", { class: "ae-sentence", "aria-label": "sentence" });
-  const previous = html("button", { type: "button", class: "ae-nav ae-previous", "aria-label": "previous output step", text: "◀" });
-  const next = html("button", { type: "button", class: "ae-nav ae-next", "aria-label": "next output step", text: "▶" });
-  const steps = html("div", { class: "ae-steps", role: "radiogroup", "aria-label": "output step i" });
+  const sentenceSelect = html("select", { class: "ae-sentence", "aria-label": t("sentence") });
+  const previous = html("button", { type: "button", class: "ae-nav ae-previous", "aria-label": t("previous output step"), text: "◀" });
+  const next = html("button", { type: "button", class: "ae-nav ae-next", "aria-label": t("next output step"), text: "▶" });
+  const steps = html("div", { class: "ae-steps", role: "radiogroup", "aria-label": t("output step i") });
   // What a screen reader says after a change of step or sentence: the step's weights and context.
   const live = html("div", { class: "ae-live widget-live", role: "status", "aria-live": "polite" });
   const heatmapBox = html("div", { class: "ae-heatmap-box" });
@@ -85,9 +87,9 @@ function render({ model, el }) {
 
   root.append(
     title,
-    html("label", { class: "ae-field" }, [html("span", { class: "ae-label", text: "Sentence" }), sentenceSelect]),
+    html("label", { class: "ae-field" }, [html("span", { class: "ae-label", text: t("Sentence") }), sentenceSelect]),
     html("div", { class: "ae-field" }, [
-      html("span", { class: "ae-label", text: "Output step i (the target word being written)" }),
+      html("span", { class: "ae-label", text: t("Output step i (the target word being written)") }),
       html("div", { class: "ae-step-row" }, [previous, steps, next]),
     ]),
     main,
@@ -117,7 +119,7 @@ function render({ model, el }) {
   let built = null; // {index, stepButtons, rowOutlines, cells, barParts, picture parts}
 
   function buildMenu() {
-    sentenceSelect.replaceChildren(...model.get("sentences").map((s, i) => html("option", { value: i, text: s.label })));
+    sentenceSelect.replaceChildren(...model.get("sentences").map((s, i) => html("option", { value: i, text: t(s.label) })));
   }
 
   function buildSentence() {
@@ -144,8 +146,7 @@ function render({ model, el }) {
     const height = top + T * cell + 4;
     const map = svg("svg", {
       class: "ae-heatmap", width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
-      "aria-label": "the attention matrix: one row of weights per output step, one column per source word; "
-        + "click a row to choose its step. The bars below give the chosen row's weights",
+      "aria-label": t("the attention matrix: one row of weights per output step, one column per source word; click a row to choose its step. The bars below give the chosen row's weights"),
     });
     const cells = [];
     source.forEach((token, j) => {
@@ -198,7 +199,7 @@ function render({ model, el }) {
     });
     bars.classList.toggle("ae-many", S > 10);
     bars.replaceChildren(
-      html("div", { class: "ae-bars-title", text: "this step's weights over the source words" }),
+      html("div", { class: "ae-bars-title", text: t("this step's weights over the source words") }),
       html("div", { class: "ae-bar-list", style: S > 10 ? `grid-template-rows: repeat(${Math.ceil(S / 2)}, auto)` : "" }, barParts.map((p) => p.row)),
     );
 
@@ -245,11 +246,11 @@ function render({ model, el }) {
     const contextHead = svg("circle", { class: "ae-context-head", r: 4.5 });
     const contextLabel = svg("text", { class: "ae-context-label", "text-anchor": "middle" });
     picture.append(contextArrow, contextHead, contextLabel);
-    picture.setAttribute("aria-label", "the vectors h_j of the source words, and C_i, their weighted sum");
+    picture.setAttribute("aria-label", t("the vectors h_j of the source words, and C_i, their weighted sum"));
 
     note.textContent = schematic
-      ? "The h_j drawn here are schematic: one direction per source word, since no encoder states came with this sentence."
-      : "The h_j are the encoder states, projected onto the plane in which they spread most (a linear map, so the sum is drawn exactly).";
+      ? t("The h_j drawn here are schematic: one direction per source word, since no encoder states came with this sentence.")
+      : t("The h_j are the encoder states, projected onto the plane in which they spread most (a linear map, so the sum is drawn exactly).");
 
     built = { index: model.get("sentence"), stepButtons, cells, rowOutlines, highlight, barParts, hParts, chain, contextArrow, contextHead, contextLabel, toPx, T };
   }
@@ -264,7 +265,7 @@ function render({ model, el }) {
     const i = Math.max(0, Math.min(target.length - 1, model.get("step")));
     const row = weights[i];
     sentenceSelect.value = String(model.get("sentence"));
-    withLang(title, model.get("title") || "");
+    withLang(title, model.get("title") ? t(model.get("title")) : "");
     title.hidden = !model.get("title");
 
     built.stepButtons.forEach((button, k) => {
@@ -281,9 +282,10 @@ function render({ model, el }) {
 
     const n = subscript(i + 1);
     formula.replaceChildren(
-      html("span", { text: `Step ${i + 1}, writing ` }),
-      withLang(html("strong", { class: "ae-target-word" }), target[i]),
-      html("span", { text: `: the context C${n} = Σⱼ a${n}ⱼ hⱼ weighs each source word's vector hⱼ by row ${i + 1} of the matrix.` }),
+      // One message around the target word, which is drawn in bold where {word} stands.
+      ...t("Step {step}, writing {word}: the context C{n} = Σⱼ a{n}ⱼ hⱼ weighs each source word's vector hⱼ by row {step} of the matrix.", { n, step: i + 1 })
+        .split("{word}")
+        .flatMap((text, k) => (k === 0 ? [html("span", { text })] : [withLang(html("strong", { class: "ae-target-word" }), target[i]), html("span", { text })])),
     );
 
     const best = row.indexOf(Math.max(...row));
@@ -333,10 +335,12 @@ function render({ model, el }) {
       html("span", { class: "ae-context", "data-axis": 0, "data-exact": String(context[0]), text: format4(context[0]) }),
       html("span", { text: ", " }),
       html("span", { class: "ae-context", "data-axis": 1, "data-exact": String(context[1]), text: format4(context[1]) }),
-      html("span", { text: ")  as drawn" }),
+      html("span", { text: ")  " + t("as drawn") }),
     );
-    announce(`Step ${i + 1}, ${target[i]}: weights ${source.map((word, j) => `${word} ${row[j].toFixed(2)}`).join(", ")}; `
-      + `context (${context[0].toFixed(2)}, ${context[1].toFixed(2)}).`);
+    announce(t("Step {step}, {word}: weights {weights}; context ({x}, {y}).", {
+      step: i + 1, word: target[i], weights: source.map((word, j) => `${word} ${row[j].toFixed(2)}`).join(", "),
+      x: context[0].toFixed(2), y: context[1].toFixed(2),
+    }));
   }
 
   let spoken = null; // null until the first view: the live region speaks of changes only

@@ -29,6 +29,7 @@ import torch
 import traitlets
 
 from attention_course.corpus import SentencePair
+from attention_course.i18n import N_
 from attention_course.widgets import front_end
 from attention_course.widgets.playground import PlaygroundInputError
 
@@ -42,6 +43,9 @@ NOTES_EXAMPLE = {
     "weights": ((0.6, 0.2, 0.2), (0.2, 0.7, 0.1), (0.3, 0.2, 0.5)),
 }
 ROW_SUM_TOLERANCE = 1e-3
+# The labels that the book's chapters give their sentences (chapter 6's explorer), translated in the
+# page's language like the widget's own text; other labels are shown as they are given.
+CHAPTER_LABELS = (N_("a reordered sentence"), N_("two clauses"))
 
 
 class AlignmentInputError(PlaygroundInputError):
@@ -175,11 +179,16 @@ class AlignmentExplorer(anywidget.AnyWidget):
     step = traitlets.Int(0).tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     context = traitlets.List(read_only=True).tag(sync=True)
+    # The interface's language: "auto" (the page's: Chinese in the book's 中文 edition), "en" or "zh";
+    # the front end's messages, the sentences' labels and the title in every language but English.
+    language = traitlets.Unicode("auto").tag(sync=True)
+    messages = traitlets.Dict(read_only=True).tag(sync=True)
 
     def __init__(self, sentences: Sequence[AlignedSentence | dict] = (), **kwargs: Any) -> None:
         if not sentences:
             raise AlignmentInputError("the alignment explorer needs at least one sentence")
         super().__init__(sentences=list(sentences), **kwargs)
+        self._translate()
         self._recompute()
 
     @classmethod
@@ -190,8 +199,20 @@ class AlignmentExplorer(anywidget.AnyWidget):
     @classmethod
     def notes_example(cls, **kwargs: Any) -> AlignmentExplorer:
         """The notes' matrix: 汤姆 0.6 0.2 0.2 · 追逐 0.2 0.7 0.1 · 杰瑞 0.3 0.2 0.5 over Tom, Chase, Jerry."""
-        return cls([AlignedSentence(**NOTES_EXAMPLE, label="the notes' example: Tom Chase Jerry → 汤姆 追逐 杰瑞")],
+        return cls([AlignedSentence(**NOTES_EXAMPLE, label=N_("the notes' example: Tom Chase Jerry → 汤姆 追逐 杰瑞"))],
                    **kwargs)
+
+    @traitlets.validate("language")
+    def _check_language(self, proposal):
+        return front_end.check_language(proposal["value"], AlignmentInputError)
+
+    @traitlets.observe("title")
+    def _title_changed(self, change) -> None:
+        self._translate()
+
+    def _translate(self) -> None:
+        labels = tuple(record["label"] for record in self.sentences)
+        self.set_trait("messages", front_end.messages("alignment.js", extra=(self.title, *labels)))
 
     @traitlets.validate("sentences")
     def _check_sentences(self, proposal):
@@ -224,6 +245,8 @@ class AlignmentExplorer(anywidget.AnyWidget):
             self.sentence = 0
         if self.step >= len(self.sentences[self.sentence]["target"]):
             self.step = 0
+        if change["name"] == "sentences":
+            self._translate()
         self._recompute()
 
     @traitlets.observe("step")

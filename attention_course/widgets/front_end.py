@@ -6,6 +6,10 @@ runs a widget's module from a string, where a relative import has nothing to res
 ``module()`` inlines each such import: the imported file's text, its ``export`` keywords dropped, in
 place of the import line. Only this one form of import is allowed, so that nothing is inlined by
 guesswork.
+
+A widget speaks the reader's language: ``messages(name)`` gives the translations of every message of
+the module ``name`` (the ``t("...")`` and ``N_("...")`` calls of it and of what it inlines), which the
+widget sends to its front end (``i18n.js``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,38 @@ def module(name: str) -> str:
     if _ANY_IMPORT.search(inlined):
         raise ValueError(f"{name}: an import that front_end.module cannot inline (only `import {{ a, b }} from \"./x.js\";`)")
     return inlined
+
+
+def messages(name: str, extra: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
+    """{language: {message: translation}} for the messages of module ``name`` and ``extra`` ones, in
+    every language but English, from the "widgets" catalog. A message without a translation is left
+    out (the front end shows it in English); tests/test_translations.py keeps the catalog complete."""
+    import io
+
+    from babel.messages.extract import extract_javascript
+
+    from attention_course.i18n import LANGUAGES, MissingTranslation, messages as catalog
+
+    found = [message for _, _, message, _ in extract_javascript(
+        io.BytesIO(module(name).encode("utf-8")), keywords={"t": None, "N_": None}, comment_tags=(), options={})]
+    wanted = dict.fromkeys(m for m in [*found, *extra] if isinstance(m, str) and m)
+    translated = {}
+    for lang in LANGUAGES[1:]:
+        try:
+            table = catalog("widgets", lang)
+        except MissingTranslation:  # no catalog yet: English everywhere
+            table = {}
+        translated[lang] = {message: table[message] for message in wanted if message in table}
+    return translated
+
+
+def check_language(language: str, error: type[Exception] = ValueError) -> str:
+    """A widget's ``language``: "auto" (the page's), or one of the course's languages; else ``error``."""
+    from attention_course.i18n import LANGUAGES
+
+    if language != "auto" and language not in LANGUAGES:
+        raise error(f"language must be 'auto' or one of {LANGUAGES}, got {language!r}")
+    return language
 
 
 def stylesheet(*names: str) -> str:

@@ -7,6 +7,7 @@
 
 import { radioKeys } from "./a11y.js";
 import { html, svg } from "./dom.js";
+import { N_, translator, widgetLanguage } from "./i18n.js";
 
 // ---------------------------------------------------------------------------------------------
 // The computation.
@@ -62,10 +63,10 @@ export function additiveScore(query, key, { W_q, W_k, w_v }) {
 }
 
 export const SCORE_FUNCTIONS = {
-  dot: { label: "dot product", formula: "sᵢ = q · kᵢ" },
-  scaled_dot: { label: "scaled dot product", formula: "sᵢ = q · kᵢ / √d,  d = 2" },
-  cosine: { label: "cosine", formula: "sᵢ = q · kᵢ / (‖q‖ ‖kᵢ‖)" },
-  additive: { label: "additive (MLP)", formula: "sᵢ = w_vᵀ tanh(W_q q + W_k kᵢ)" },
+  dot: { label: N_("dot product"), formula: "sᵢ = q · kᵢ" },
+  scaled_dot: { label: N_("scaled dot product"), formula: "sᵢ = q · kᵢ / √d,  d = 2" },
+  cosine: { label: N_("cosine"), formula: "sᵢ = q · kᵢ / (‖q‖ ‖kᵢ‖)" },
+  additive: { label: N_("additive (MLP)"), formula: "sᵢ = w_vᵀ tanh(W_q q + W_k kᵢ)" },
 };
 
 /** The score of the query against every key: query [x, y], keys [[x, y], ...] -> [s_1, ..., s_K]. */
@@ -184,6 +185,7 @@ function sameNumbers(a, b) {
 }
 
 function render({ model, el }) {
+  const t = translator(model, el);
   // ---- What is on screen, built once; every update only changes attributes and text.
   const extent = Math.max(3, Math.ceil(Math.max(model.get("query").length, ...model.get("key_vectors").map((k) => k.length))));
   const half = PLANE_PX / 2;
@@ -191,13 +193,12 @@ function render({ model, el }) {
   const toPx = ([x, y]) => [half + x * scale, half - y * scale];
   let selected = "q"; // "q" or the index of a key
 
-  const root = html("div", { class: "attention-playground" });
+  const root = html("div", { class: "attention-playground", lang: widgetLanguage(model, el) });
 
   // The plane.
   const plane = svg("svg", {
     class: "ap-plane", viewBox: `0 0 ${PLANE_PX} ${PLANE_PX}`, role: "img",
-    "aria-label": "The query and the keys as arrows in a plane. Drag an arrow's head to move it; "
-      + "with a keyboard, choose a vector below and turn it with the angle and length sliders",
+    "aria-label": t("The query and the keys as arrows in a plane. Drag an arrow's head to move it; with a keyboard, choose a vector below and turn it with the angle and length sliders"),
   });
   const grid = svg("g", { class: "ap-grid" });
   for (let i = -extent; i <= extent; i++) {
@@ -254,54 +255,54 @@ function render({ model, el }) {
   }
 
   // The controls.
-  const scoreSelect = html("select", { class: "ap-score-select", "aria-label": "score function" });
+  const scoreSelect = html("select", { class: "ap-score-select", "aria-label": t("score function") });
   for (const [name, { label }] of Object.entries(SCORE_FUNCTIONS)) {
-    scoreSelect.append(html("option", { value: name, text: label }));
+    scoreSelect.append(html("option", { value: name, text: t(label) }));
   }
   const formula = html("div", { class: "ap-formula" });
   const additiveNote = html("div", { class: "ap-note ap-additive-note" });
 
   const temperatureInput = html("input", {
     class: "ap-temperature", type: "range", min: TEMPERATURE_LOG10[0], max: TEMPERATURE_LOG10[1], step: 0.01,
-    "aria-label": "temperature (log scale)",
+    "aria-label": t("temperature (log scale)"),
   });
   const temperatureText = html("span", { class: "ap-readout ap-temperature-value" });
 
-  const chips = html("div", { class: "ap-chips", role: "radiogroup", "aria-label": "vector to move" });
+  const chips = html("div", { class: "ap-chips", role: "radiogroup", "aria-label": t("vector to move") });
   const addButton = html("button", {
-    type: "button", class: "ap-small-button ap-add-key", title: "add a key", "aria-label": "add a key", text: "+ key",
+    type: "button", class: "ap-small-button ap-add-key", title: t("add a key"), "aria-label": t("add a key"), text: t("+ key"),
   });
   const removeButton = html("button", {
-    type: "button", class: "ap-small-button ap-remove-key", title: "remove the selected key", "aria-label": "remove the selected key", text: "− key",
+    type: "button", class: "ap-small-button ap-remove-key", title: t("remove the selected key"), "aria-label": t("remove the selected key"), text: t("− key"),
   });
 
-  const angleInput = html("input", { class: "ap-angle", type: "range", min: -180, max: 180, step: 1, "aria-label": "angle in degrees" });
+  const angleInput = html("input", { class: "ap-angle", type: "range", min: -180, max: 180, step: 1, "aria-label": t("angle in degrees") });
   const angleText = html("span", { class: "ap-readout ap-angle-value" });
-  const lengthInput = html("input", { class: "ap-length", type: "range", min: 0, max: extent, step: 0.01, "aria-label": "length" });
+  const lengthInput = html("input", { class: "ap-length", type: "range", min: 0, max: extent, step: 0.01, "aria-label": t("length") });
   const lengthText = html("span", { class: "ap-readout ap-length-value" });
-  const valueInput = html("input", { class: "ap-value-input", type: "number", step: 1, "aria-label": "value of the selected key" });
-  const valueRow = html("label", { class: "ap-row ap-value-row" }, [html("span", { class: "ap-row-label", text: "value" }), valueInput]);
+  const valueInput = html("input", { class: "ap-value-input", type: "number", step: 1, "aria-label": t("value of the selected key") });
+  const valueRow = html("label", { class: "ap-row ap-value-row" }, [html("span", { class: "ap-row-label", text: t("value") }), valueInput]);
   const selectedTitle = html("div", { class: "ap-selected-title" });
   let selectedPanel = null;
   const coordinates = html("div", { class: "ap-note ap-coordinates" });
 
   const controls = html("div", { class: "ap-controls" }, [
-    html("label", { class: "ap-field" }, [html("span", { class: "ap-field-label", text: "Score function" }), scoreSelect]),
+    html("label", { class: "ap-field" }, [html("span", { class: "ap-field-label", text: t("Score function") }), scoreSelect]),
     formula,
     additiveNote,
     html("label", { class: "ap-field" }, [
-      html("span", { class: "ap-field-label" }, [html("span", { text: "Temperature τ " }), temperatureText]),
+      html("span", { class: "ap-field-label" }, [html("span", { text: t("Temperature τ") + " " }), temperatureText]),
       temperatureInput,
-      html("span", { class: "ap-scale" }, [html("span", { text: "0.01 · hard" }), html("span", { text: "1" }), html("span", { text: "soft · 100" })]),
+      html("span", { class: "ap-scale" }, [html("span", { text: t("0.01 · hard") }), html("span", { text: "1" }), html("span", { text: t("soft · 100") })]),
     ]),
     html("div", { class: "ap-field" }, [
-      html("span", { class: "ap-field-label", text: "Move a vector (or drag its head)" }),
+      html("span", { class: "ap-field-label", text: t("Move a vector (or drag its head)") }),
       html("div", { class: "ap-chip-row" }, [chips, addButton, removeButton]),
     ]),
     selectedPanel = html("div", { class: "ap-selected" }, [
       selectedTitle,
-      html("label", { class: "ap-row" }, [html("span", { class: "ap-row-label", text: "angle" }), angleInput, angleText]),
-      html("label", { class: "ap-row" }, [html("span", { class: "ap-row-label", text: "length" }), lengthInput, lengthText]),
+      html("label", { class: "ap-row" }, [html("span", { class: "ap-row-label", text: t("angle") }), angleInput, angleText]),
+      html("label", { class: "ap-row" }, [html("span", { class: "ap-row-label", text: t("length") }), lengthInput, lengthText]),
       valueRow,
       coordinates,
     ]),
@@ -311,9 +312,9 @@ function render({ model, el }) {
   const tableBody = html("tbody");
   const table = html("table", { class: "ap-table" }, [
     html("thead", {}, [html("tr", {}, [
-      html("th", { text: "key" }), html("th", { class: "ap-num", text: "score sᵢ" }),
-      html("th", { class: "ap-bar-head", text: "weight aᵢ = softmax(s / τ)ᵢ" }),
-      html("th", { class: "ap-num", text: "value vᵢ" }),
+      html("th", { text: t("key") }), html("th", { class: "ap-num", text: t("score sᵢ") }),
+      html("th", { class: "ap-bar-head", text: t("weight aᵢ = softmax(s / τ)ᵢ") }),
+      html("th", { class: "ap-num", text: t("value vᵢ") }),
     ])]),
     tableBody,
   ]);
@@ -331,7 +332,7 @@ function render({ model, el }) {
   const results = html("div", { class: "ap-results" }, [
     table,
     html("div", { class: "ap-output-row" }, [
-      html("span", { class: "ap-output-label", text: "output  Σ aᵢ vᵢ =" }), outputNumber,
+      html("span", { class: "ap-output-label", text: t("output  Σ aᵢ vᵢ =") }), outputNumber,
     ]),
     numberLine,
     html("div", { class: "ap-footer" }, [status, source]),
@@ -380,7 +381,7 @@ function render({ model, el }) {
     chipButtons = ["q", ...Array.from({ length: count }, (_, i) => i)].map((id) => {
       const button = html("button", {
         type: "button", class: "ap-chip", role: "radio", "data-vector": String(id), tabindex: -1,
-        "aria-label": id === "q" ? "query q" : `key k${id + 1}`,
+        "aria-label": id === "q" ? t("query q") : t("key {name}", { name: `k${id + 1}` }),
         style: `--ap-colour: ${id === "q" ? "var(--ap-query)" : keyColour(id)}`,
         text: id === "q" ? "q" : keyName(id),
       });
@@ -527,15 +528,15 @@ function render({ model, el }) {
     const H = entropy(weights);
     const logK = Math.log(keys.length);
     if (weights[best] >= 0.9999) {
-      status.textContent = `Hard attention: ${keyName(best)} takes all the weight, and the output is its value.`;
+      status.textContent = t("Hard attention: {key} takes all the weight, and the output is its value.", { key: keyName(best) });
     } else if (keys.length > 1 && H >= 0.999 * logK) {
-      status.textContent = "Nearly uniform weights: the output is close to the plain average of the values.";
+      status.textContent = t("Nearly uniform weights: the output is close to the plain average of the values.");
     } else {
-      status.textContent = `Entropy of the weights ${H.toFixed(3)} (0 = hard, log K = ${logK.toFixed(3)} = uniform).`;
+      status.textContent = t("Entropy of the weights {entropy} (0 = hard, log K = {logK} = uniform).", { entropy: H.toFixed(3), logK: logK.toFixed(3) });
     }
-    source.textContent = computedBy === "torch" ? "numbers: PyTorch (attention_course.attention)" : "numbers: computed in this page (JavaScript, same formulas)";
+    source.textContent = computedBy === "torch" ? t("numbers: PyTorch (attention_course.attention)") : t("numbers: computed in this page (JavaScript, same formulas)");
     source.dataset.source = computedBy;
-    announce(`Weights: ${weights.map((w, i) => `k${i + 1} ${w.toFixed(2)}`).join(", ")}; output ${Math.round(output * 100) / 100}.`);
+    announce(t("Weights: {weights}; output {output}.", { weights: weights.map((w, i) => `k${i + 1} ${w.toFixed(2)}`).join(", "), output: Math.round(output * 100) / 100 }));
   }
 
   let spoken = null; // null until the first result: the live region speaks of changes, not of the first view
@@ -558,11 +559,11 @@ function render({ model, el }) {
     rows.forEach((_, i) => tableBody.children[i].classList.toggle("ap-selected-row", selected === i));
     const vector = vectorOf(selected);
     const [x, y] = polarToXY(vector);
-    selectedTitle.textContent = selected === "q" ? "Query q" : `Key ${keyName(selected)}`;
+    selectedTitle.textContent = selected === "q" ? t("Query q") : t("Key {name}", { name: keyName(selected) });
     selectedPanel.style.setProperty("--ap-colour", selected === "q" ? "var(--ap-query)" : keyColour(selected));
     angleInput.value = String(vector.angle);
     angleText.textContent = `${vector.angle.toFixed(1)}°`;
-    angleInput.setAttribute("aria-valuetext", `${vector.angle.toFixed(1)} degrees`);
+    angleInput.setAttribute("aria-valuetext", t("{angle} degrees", { angle: vector.angle.toFixed(1) }));
     lengthInput.value = String(vector.length);
     lengthText.textContent = vector.length.toFixed(2);
     lengthInput.setAttribute("aria-valuetext", vector.length.toFixed(2));
@@ -583,7 +584,7 @@ function render({ model, el }) {
     try {
       current = attend(inputs());
     } catch (error) {
-      status.textContent = `Cannot compute: ${error.message}`;
+      status.textContent = t("Cannot compute: {error}", { error: error.message });
       return;
     }
     const score = model.get("score");
@@ -591,7 +592,7 @@ function render({ model, el }) {
     formula.textContent = SCORE_FUNCTIONS[score] ? SCORE_FUNCTIONS[score].formula : "";
     const weightsUsed = model.get("additive_weights");
     additiveNote.hidden = score !== "additive";
-    additiveNote.textContent = `fixed weights: W_q = ${formatMatrix(weightsUsed.W_q)}, W_k = ${formatMatrix(weightsUsed.W_k)}, w_v = ${formatMatrix(weightsUsed.w_v)}`;
+    additiveNote.textContent = t("fixed weights: W_q = {W_q}, W_k = {W_k}, w_v = {w_v}", { W_q: formatMatrix(weightsUsed.W_q), W_k: formatMatrix(weightsUsed.W_k), w_v: formatMatrix(weightsUsed.w_v) });
     const t = model.get("temperature");
     temperatureText.textContent = formatTemperature(t);
     // The slider moves along log10 τ: say τ itself, not its logarithm.

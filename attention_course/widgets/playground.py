@@ -120,7 +120,8 @@ class AttentionPlayground(anywidget.AnyWidget):
     Inputs (synced with the page): ``query`` {angle, length}; ``key_vectors`` [{angle, length}] * K (not
     ``keys``: ipywidgets uses that name for the list of synced traits); ``values``
     K numbers; ``score`` one of ``SCORE_NAMES``; ``temperature`` > 0; ``additive_weights`` {W_q (h, 2),
-    W_k (h, 2), w_v (h,)} for the additive score. Results (read-only, computed here with PyTorch):
+    W_k (h, 2), w_v (h,)} for the additive score; ``language`` of the interface, "auto" (the page's), "en"
+    or "zh". Results (read-only, computed here with PyTorch):
     ``scores`` K floats, ``weights`` K floats, ``output`` a float. The default setting is chapter 4's
     worked example: q = (1, 2), keys (1, 0), (0, 1), (1, 1), values 10, 20, 30.
     """
@@ -140,8 +141,14 @@ class AttentionPlayground(anywidget.AnyWidget):
     weights = traitlets.List(read_only=True).tag(sync=True)
     output = traitlets.Float(0.0, read_only=True).tag(sync=True)
 
+    # The interface's language: "auto" (the page's: Chinese in the book's 中文 edition), "en" or "zh";
+    # the front end's messages in every language but English (front_end.messages).
+    language = traitlets.Unicode("auto").tag(sync=True)
+    messages = traitlets.Dict(read_only=True).tag(sync=True)
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.set_trait("messages", front_end.messages("playground.js"))
         self._recompute()
 
     @classmethod
@@ -152,6 +159,10 @@ class AttentionPlayground(anywidget.AnyWidget):
         return cls(query=polar(*query), key_vectors=[polar(*key) for key in keys], values=list(values), **kwargs)
 
     # ---- Checks: a bad input fails where it is set, with a message that names it.
+
+    @traitlets.validate("language")
+    def _check_language(self, proposal):
+        return front_end.check_language(proposal["value"], PlaygroundInputError)
 
     @traitlets.validate("query")
     def _check_query(self, proposal):
