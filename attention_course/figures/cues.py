@@ -7,6 +7,8 @@ import torch
 from matplotlib.patches import Circle, Ellipse, FancyBboxPatch, Polygon, Rectangle
 
 from attention_course.cues import FLOOR_DEPTH, FLOOR_WIDTH, ToyScene
+from attention_course.figures.editions import in_every_language
+from attention_course.i18n import LANGUAGES, translator
 
 FLOOR_COLOUR = (0.96, 0.93, 0.86)
 HALO_COLOUR = (1.0, 0.78, 0.0)
@@ -67,17 +69,28 @@ def _draw_animal(ax, x, y, r, colour, name, velocity):
                     arrowprops=dict(arrowstyle="->", color="0.25", linewidth=1.0), zorder=6)
 
 
-def _draw_child(ax, x, y):
+def _toy_name(scene: ToyScene, i: int, lang: str, short: bool = False, lines: str = " ") -> str:
+    """Toy i's name, which the scene holds in both languages: in English the English name with the
+    Chinese beside it (the first word of it if ``short``: "block A 积木"), in Chinese the Chinese."""
+    if lang != LANGUAGES[0]:
+        return scene.names_zh[i]
+    chinese = scene.names_zh[i].split()[0] if short else scene.names_zh[i]
+    return f"{scene.names[i]}{lines}{chinese}"
+
+
+def _draw_child(ax, x, y, tr):
     ax.add_patch(Circle((x, y), 0.42, facecolor=(1.0, 0.85, 0.7), edgecolor="black", linewidth=0.8, zorder=7))
     ax.add_patch(Polygon([(x - 0.42, y + 0.1), (x, y + 0.5), (x + 0.42, y + 0.1)], closed=True,
                          facecolor=(0.35, 0.2, 0.1), zorder=8))
     for dx in (-0.15, 0.15):
         ax.add_patch(Circle((x + dx, y + 0.02), 0.05, facecolor="black", zorder=8))
-    ax.text(x + 0.6, y - 0.05, "child 小朋友", ha="left", va="center", fontsize=9)
+    ax.text(x + 0.6, y - 0.05, tr("child 小朋友"), ha="left", va="center", fontsize=9)
 
 
-def draw_toy_scene(ax, scene: ToyScene, weights: torch.Tensor | None = None, title: str | None = None) -> None:
-    """Draw ``scene`` on ``ax``: the floor, every toy, the child at the front.
+def draw_toy_scene(ax, scene: ToyScene, weights: torch.Tensor | None = None, title: str | None = None,
+                   lang: str = "en") -> None:
+    """Draw ``scene`` on ``ax``: the floor, every toy, the child at the front, its text in ``lang``
+    (``title`` is drawn as given).
 
     With ``weights`` (N,) (attention over the toys, summing to 1), each toy gets a halo and a line of
     gaze from the child, both as strong as its weight relative to the largest.
@@ -102,10 +115,10 @@ def draw_toy_scene(ax, scene: ToyScene, weights: torch.Tensor | None = None, tit
             _draw_block(ax, x, y, r, colour, scene.names[i].split()[-1])
         else:
             _draw_animal(ax, x, y, r, colour, scene.names[i], scene.velocities[i].tolist())
-        ax.text(x, y - 1.05 * r, f"{scene.names[i]} {scene.names_zh[i].split()[0]}", ha="center", va="top",
+        ax.text(x, y - 1.05 * r, _toy_name(scene, i, lang, short=True), ha="center", va="top",
                 fontsize=8, zorder=9,
                 bbox=dict(boxstyle="round,pad=0.15", facecolor="white", alpha=0.7, edgecolor="none"))
-    _draw_child(ax, cx, cy)
+    _draw_child(ax, cx, cy, translator(lang))
     ax.set_xlim(-0.2, FLOOR_WIDTH + 0.2)
     ax.set_ylim(cy - 0.6, FLOOR_DEPTH + 0.2)
     ax.set_aspect("equal")
@@ -114,45 +127,53 @@ def draw_toy_scene(ax, scene: ToyScene, weights: torch.Tensor | None = None, tit
         ax.set_title(title)
 
 
-def _draw_weight_bars(ax, scene: ToyScene, weights: torch.Tensor) -> None:
+def _draw_weight_bars(ax, scene: ToyScene, weights: torch.Tensor, lang: str) -> None:
     positions = range(len(scene))
     ax.bar(positions, weights.tolist(), color=[tuple(c) for c in scene.colours.tolist()], edgecolor="black",
            linewidth=0.6)
     for i, w in enumerate(weights.tolist()):
         ax.text(i, w + 0.02, f"{w:.2f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(positions))
-    ax.set_xticklabels([f"{n}\n{z}" for n, z in zip(scene.names, scene.names_zh)], fontsize=8)
+    ax.set_xticklabels([_toy_name(scene, i, lang, lines="\n") for i in positions], fontsize=8)
     ax.set_ylim(0, 1.08)
-    ax.set_ylabel("attention weight\n注意力权重")
+    tr = translator(lang)
+    ax.set_ylabel(tr("attention weight\n注意力权重"))
 
 
-def draw_two_cues(scene: ToyScene, salience_weights: torch.Tensor, interest_weights: torch.Tensor):
+@in_every_language
+def draw_two_cues(scene: ToyScene, salience_weights: torch.Tensor, interest_weights: torch.Tensor,
+                  lang: str = "en"):
     """Fig. 8-1 redrawn: the same toys under non-volitional cues (left) and a volitional cue (right).
 
     salience_weights, interest_weights: (N,) each, summing to 1. Each side shows the scene with its
-    weights as halos and gaze lines, and the weights as bars. Returns the matplotlib figure.
+    weights as halos and gaze lines, and the weights as bars. Returns the matplotlib figure, its
+    text in ``lang`` (the toys named in the English edition in both languages).
     """
+    tr = translator(lang)
     fig, axes = plt.subplots(2, 2, figsize=(10, 7.0), gridspec_kw={"height_ratios": [3.0, 1.45]})
     titles = (
-        "Non-volitional cues 非自主性提示\nwhat stands out: colour, motion, visibility",
-        "Volitional cue 自主性提示\nwhat the child wants: the toy car",
+        tr("Non-volitional cues 非自主性提示\nwhat stands out: colour, motion, visibility"),
+        tr("Volitional cue 自主性提示\nwhat the child wants: the toy car"),
     )
     for column, (weights, title) in enumerate(zip((salience_weights, interest_weights), titles)):
-        draw_toy_scene(axes[0, column], scene, weights, title)
-        _draw_weight_bars(axes[1, column], scene, weights)
+        draw_toy_scene(axes[0, column], scene, weights, title, lang=lang)
+        _draw_weight_bars(axes[1, column], scene, weights, lang)
     fig.tight_layout(h_pad=0.3, w_pad=1.0)
     return fig
 
 
-def draw_attention_over_time(scene: ToyScene, times: torch.Tensor, weights: torch.Tensor):
+@in_every_language
+def draw_attention_over_time(scene: ToyScene, times: torch.Tensor, weights: torch.Tensor, lang: str = "en"):
     """The weight on each toy as time passes: times (T,) in seconds, weights (T, N). The car and
-    the animals get a line each; the other toys share one. Returns the matplotlib figure."""
+    the animals get a line each; the other toys share one. Returns the matplotlib figure, its text
+    in ``lang``."""
+    tr = translator(lang)
     fig, ax = plt.subplots(figsize=(8, 3.8))
     others = torch.zeros(len(times))
     # Animals can share a weight exactly; a line style each keeps every line visible.
     animal_styles = iter(["-", "--", "-."])
     for i, kind in enumerate(scene.kinds):
-        label = f"{scene.names[i]} {scene.names_zh[i]}"
+        label = _toy_name(scene, i, lang)
         colour = tuple(scene.colours[i].tolist())
         if kind == "car":
             ax.plot(times, weights[:, i], color=colour, linewidth=3, label=label, zorder=3)
@@ -161,7 +182,7 @@ def draw_attention_over_time(scene: ToyScene, times: torch.Tensor, weights: torc
         else:
             others = others + weights[:, i]
     ax.plot(times, others, color="0.5", linestyle="--", linewidth=1.5,
-            label="ball and blocks 皮球和积木 (together)")
+            label=tr("ball and blocks 皮球和积木 (together)"))
     # Mark the moment the car first holds more weight than any other toy.
     car = scene.index("car")
     rivals = torch.cat([weights[:, :car], weights[:, car + 1:]], dim=1).amax(dim=1)  # (T,)
@@ -169,13 +190,14 @@ def draw_attention_over_time(scene: ToyScene, times: torch.Tensor, weights: torc
     if len(ahead) > 0:
         t_switch = float(times[ahead[0, 0]])
         ax.axvline(t_switch, color="0.3", linestyle=":", linewidth=1)
-        ax.text(t_switch + 0.5, 0.95, f"the car leads from t = {t_switch:.0f} s\n从此小汽车领先",
+        ax.text(t_switch + 0.5, 0.95,
+                tr("the car leads from t = {time} s\n从此小汽车领先").format(time=f"{t_switch:.0f}"),
                 ha="left", va="top", fontsize=9)
-    ax.set_xlabel("time (s) 时间 (秒)")
-    ax.set_ylabel("attention weight 注意力权重")
+    ax.set_xlabel(tr("time (s) 时间 (秒)"))
+    ax.set_ylabel(tr("attention weight 注意力权重"))
     ax.set_ylim(0, 1)
     ax.set_xlim(float(times[0]), float(times[-1]))
-    ax.set_title("From salience to interest: the child's attention over time\n注意力随时间的变化")
+    ax.set_title(tr("From salience to interest: the child's attention over time\n注意力随时间的变化"))
     ax.legend(loc="center right", fontsize=9, frameon=False)
     fig.tight_layout()
     return fig

@@ -32,8 +32,11 @@ from attention_course.i18n import LANGUAGES, collecting_untranslated, language_o
 __all__ = ["FIGURE_EDITIONS_MIME", "MystNbFigureEditions", "in_every_language", "register_ipython_formatter"]
 
 FIGURE_EDITIONS_MIME = "application/vnd.attention-course.figure-editions+json"
-# The figure's other-language twins, {lang: (Figure, untranslated labels)}, kept on the English figure.
-TWINS_ATTRIBUTE = "_attention_course_twins"
+# What the English figure carries for the formatter: a method that returns its drawings in the other
+# languages. IPython's formatters call a print method of the object itself; a printer registered for
+# matplotlib's Figure type would not last, since the inline backend removes every formatter's Figure
+# printer when it starts.
+PRINT_METHOD = "_repr_attention_course_editions_"
 
 _formatter_installed = False
 
@@ -60,7 +63,7 @@ def in_every_language(draw: Callable[..., Any]) -> Callable[..., Any]:
                     twin = draw(*args, lang=other, **kwargs)
                 plt.close(twin)  # drawn, kept, but not shown on its own by the inline backend
                 twins[other] = (twin, missed)
-            setattr(figure, TWINS_ATTRIBUTE, twins)
+            setattr(figure, PRINT_METHOD, functools.partial(_drawings, twins))
         return figure
 
     return drawn
@@ -75,13 +78,15 @@ def _png_base64(figure) -> str:
     return base64.b64encode(print_figure(figure, "png", **kwargs)).decode("ascii")
 
 
+def _drawings(twins: dict) -> dict[str, dict]:
+    return {lang: {"png": _png_base64(twin), "untranslated": list(missed)} for lang, (twin, missed) in twins.items()}
+
+
 def figure_editions(figure) -> dict[str, dict] | None:
     """{lang: {"png": base64 PNG, "untranslated": [labels]}} of the figure's twins, or None for a figure
-    drawn in one language only."""
-    twins = getattr(figure, TWINS_ATTRIBUTE, None)
-    if not twins:
-        return None
-    return {lang: {"png": _png_base64(twin), "untranslated": list(missed)} for lang, (twin, missed) in twins.items()}
+    drawn in one language only (what the formatter adds to the figure's output)."""
+    method = getattr(figure, PRINT_METHOD, None)
+    return method() if method is not None else None
 
 
 def register_ipython_formatter() -> bool:
@@ -97,19 +102,21 @@ def register_ipython_formatter() -> bool:
     formatters = shell.display_formatter.formatters
     if FIGURE_EDITIONS_MIME not in formatters:
         from IPython.core.formatters import BaseFormatter
-        from matplotlib.figure import Figure
         from traitlets import ObjectName, Unicode
 
         class EditionsFormatter(BaseFormatter):
-            """The figure's twins in the other languages, as {lang: {"png", "untranslated"}}."""
+            """The figure's twins in the other languages, as {lang: {"png", "untranslated"}}: the
+            figure's own print method (set by in_every_language) makes them."""
 
             format_type = Unicode(FIGURE_EDITIONS_MIME)
-            print_method = ObjectName("_repr_attention_course_editions_")
+            print_method = ObjectName(PRINT_METHOD)
             _return_type = dict
 
-        formatter = EditionsFormatter(parent=shell.display_formatter)
-        formatter.for_type(Figure, figure_editions)
-        formatters[FIGURE_EDITIONS_MIME] = formatter
+        formatters[FIGURE_EDITIONS_MIME] = EditionsFormatter(parent=shell.display_formatter)
+    # The display formatter lists the mime types it produces once, when it starts: add this one.
+    active = shell.display_formatter.active_types
+    if FIGURE_EDITIONS_MIME not in active:
+        active.append(FIGURE_EDITIONS_MIME)
     _formatter_installed = True
     return True
 
