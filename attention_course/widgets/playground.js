@@ -593,13 +593,13 @@ function render({ model, el }) {
     const weightsUsed = model.get("additive_weights");
     additiveNote.hidden = score !== "additive";
     additiveNote.textContent = t("fixed weights: W_q = {W_q}, W_k = {W_k}, w_v = {w_v}", { W_q: formatMatrix(weightsUsed.W_q), W_k: formatMatrix(weightsUsed.W_k), w_v: formatMatrix(weightsUsed.w_v) });
-    const t = model.get("temperature");
-    temperatureText.textContent = formatTemperature(t);
+    const tau = model.get("temperature");
+    temperatureText.textContent = formatTemperature(tau);
     // The slider moves along log10 τ: say τ itself, not its logarithm.
-    temperatureInput.setAttribute("aria-valuetext", `τ = ${formatTemperature(t)}`);
-    if (document.activeElement !== temperatureInput) temperatureInput.value = String(Math.log10(t));
+    temperatureInput.setAttribute("aria-valuetext", `τ = ${formatTemperature(tau)}`);
+    if (document.activeElement !== temperatureInput) temperatureInput.value = String(Math.log10(tau));
     root.dataset.score = score;
-    root.dataset.temperature = String(t);
+    root.dataset.temperature = String(tau);
     root.dataset.values = JSON.stringify(model.get("values"));
     showBest();
     updateSelection();

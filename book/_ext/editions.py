@@ -47,6 +47,7 @@ from sphinx.util.i18n import docname_to_domain
 from sphinx.util.nodes import extract_messages
 
 from attention_course.i18n import LANGUAGES, language_of, translator
+from reader_ux import files_hash
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ def editions(config: Config) -> list[dict]:
 
 
 def configure(app: Sphinx, config: Config) -> None:
+    # A change to this extension (what it translates, checks and reorders at read time) re-reads every page.
+    config.course_editions_code = files_hash(Path(__file__))
     if not config.course_editions:
         return
     lang = edition_of(config)
@@ -134,11 +137,30 @@ class NotMessages(SphinxTransform):
                 term["translatable"] = False
 
 
-class TranslationsApplied(SphinxTransform):
-    """After Locale (20): a message whose translation Sphinx did not apply is a warning; untranslated
-    messages are counted."""
+class TocCaptions(SphinxTransform):
+    """The captions of the table of contents ("Chapters"), which Jupyter Book's toctrees get after
+    Sphinx's Locale transform has run (sphinx-external-toc inserts them at priority 100): translated
+    here, from the page's catalog, like any other message."""
 
-    default_priority = 21
+    default_priority = 101
+
+    def apply(self, **kwargs) -> None:
+        if not self.config.course_editions or edition_of(self.config) == LANGUAGES[0]:
+            return
+        catalog = _merged_catalog(self.env.srcdir, self.config,
+                                  docname_to_domain(self.env.docname, self.config.gettext_compact))
+        for toctree in self.document.findall(addnodes.toctree):
+            caption = toctree.get("caption")
+            if caption and catalog.get(caption, "").strip():
+                toctree["caption"] = toctree["rawcaption"] = catalog[caption]
+
+
+class TranslationsApplied(SphinxTransform):
+    """After Locale (20), the toctrees' captions (101) and docutils' DocInfo (340, which makes the front
+    matter a docinfo, no reader's text): a message whose translation was not applied is a warning;
+    untranslated messages are counted."""
+
+    default_priority = 345
 
     def apply(self, **kwargs) -> None:
         if not self.config.course_editions or edition_of(self.config) == LANGUAGES[0]:
@@ -149,13 +171,16 @@ class TranslationsApplied(SphinxTransform):
             return
         domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
         catalog = _merged_catalog(self.env.srcdir, self.config, domain)
-        untranslated = 0
+        translations = set(catalog.values())
+        untranslated = []
         for node, message in extract_messages(self.document):
-            if node.get("translated"):
+            # Sphinx leaves an image whose alt text it translated unmarked: its alt is a translation now.
+            # (An empty message, a toctree's missing caption, is nothing to translate.)
+            if node.get("translated") or message in translations or not message.strip() or _in_docinfo(node):
                 continue
             translation = catalog.get(message, "")
             if not translation.strip():
-                untranslated += 1
+                untranslated.append(message)
             elif translation != message:
                 logger.warning(
                     "editions: the %s translation of this message was not applied (Sphinx parsed it into "
@@ -165,6 +190,15 @@ class TranslationsApplied(SphinxTransform):
         counts = getattr(self.env, "editions_untranslated", {})
         counts[self.env.docname] = untranslated
         self.env.editions_untranslated = counts
+
+
+def _in_docinfo(node: nodes.Node) -> bool:
+    """Whether ``node`` is part of a page's front matter (jupytext's header), which no reader sees."""
+    while node is not None:
+        if isinstance(node, nodes.docinfo):
+            return True
+        node = node.parent
+    return False
 
 
 def _merged_catalog(srcdir, config: Config, domain: str) -> dict[str, str]:
@@ -186,9 +220,9 @@ def _merged_catalog(srcdir, config: Config, domain: str) -> dict[str, str]:
 def report_untranslated(app: Sphinx, exception) -> None:
     if exception is not None or edition_of(app.config) == LANGUAGES[0]:
         return
-    counts = {doc: n for doc, n in getattr(app.env, "editions_untranslated", {}).items() if n}
-    if counts:
-        listed = ", ".join(f"{doc} ({n})" for doc, n in sorted(counts.items()))
+    found = {doc: messages for doc, messages in getattr(app.env, "editions_untranslated", {}).items() if messages}
+    if found:
+        listed = "; ".join(f"{doc} ({len(messages)}: {messages[0][:50]!r}…)" for doc, messages in sorted(found.items()))
         logger.info(f"editions: untranslated messages in the {app.config.language} edition: {listed} "
                     "(run `make catalogs` and translate them in book/locale)")
 
@@ -219,9 +253,15 @@ class FiguresInTheEditionsLanguage(SphinxTransform):
 
 # ---- The glossary, both ways ---------------------------------------------------------------------
 
+# Readings that pypinyin's dictionary gets wrong for the glossary's terms (重置 "reset" is chóng zhì).
+PINYIN_PHRASES = {"重置": [["chóng"], ["zhì"]]}
+
+
 def pinyin_key(text: str) -> tuple:
     """Sort key of a Chinese term in dictionary (pinyin) order: syllables without tones, then tones."""
-    from pypinyin import Style, lazy_pinyin
+    from pypinyin import Style, lazy_pinyin, load_phrases_dict
+
+    load_phrases_dict(PINYIN_PHRASES)
 
     syllables = lazy_pinyin(text, style=Style.TONE3, neutral_tone_with_five=True, errors="default")
     plain = tuple(re.sub(r"\d", "", s).lower() for s in syllables)
@@ -230,8 +270,8 @@ def pinyin_key(text: str) -> tuple:
 
 
 def english_key(text: str) -> str:
-    """Sort key of an English term, as the glossary sorts it: case and hyphens ignored."""
-    return re.sub(r"[-\u2010-\u2014]", "", text.casefold())
+    """Sort key of an English term, as the glossary sorts it: case, hyphens and spaces ignored."""
+    return re.sub(r"[-\u2010-\u2014\s]", "", text.casefold())
 
 
 def _entry_terms(item: nodes.definition_list_item) -> tuple[list[nodes.term], list[nodes.term]]:
@@ -335,9 +375,11 @@ def setup(app: Sphinx) -> dict:
     # {Sphinx language: {"path": folder below the English build ("" for English), "label": shown in the
     # switcher, "title": the book's title in that language, "author": ...}}
     app.add_config_value("course_editions", {}, "env", [dict])
+    app.add_config_value("course_editions_code", "", "env", [str])
     app.connect("config-inited", configure, priority=600)
     app.connect("builder-inited", mime_priority_for_gettext)
     app.add_transform(NotMessages)
+    app.add_transform(TocCaptions)
     app.add_transform(TranslationsApplied)
     app.add_transform(GlossaryForEdition)
     app.add_transform(FiguresInTheEditionsLanguage)

@@ -218,10 +218,12 @@
   // "English | 中文" leads to this page in the other language, at the section the reader is reading:
   // both editions give a section the same id (book/_ext/editions.py).
   function sectionInView() {
+    // The last section that starts above the upper third of the screen (below the sticky headers).
+    const line = Math.max(120, window.innerHeight / 3);
     const sections = [...document.querySelectorAll("article.bd-article section[id]")];
     let found = null;
     for (const section of sections) {
-      if (section.getBoundingClientRect().top > 96) break;
+      if (section.getBoundingClientRect().top > line) break;
       found = section;
     }
     return found && found !== sections[0] ? found.id : "";
