@@ -160,12 +160,25 @@ def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport
     return report
 
 
+def editions(html_dir: Path) -> dict[str, Path]:
+    """The editions of a build, {Sphinx language: its HTML folder}: English in ``html_dir`` itself, the
+    others in their folders below it (``course_editions`` in _config.yml), those that were built."""
+    import yaml
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "_config.yml").read_text(encoding="utf-8"))
+    listed = config["sphinx"]["config"]["course_editions"]
+    found = {language: html_dir / settings["path"] if settings["path"] else html_dir for language, settings in listed.items()}
+    return {language: folder for language, folder in found.items() if (folder / "index.html").is_file()}
+
+
 def pages_of(html_dir: Path) -> list[str]:
-    """Every HTML page of a build, as paths relative to it (the vendored scripts' folder excluded)."""
+    """Every HTML page of one edition of a build, as paths relative to its folder (the vendored scripts'
+    folder and the other editions' folders excluded)."""
+    others = {folder.name for folder in editions(html_dir).values() if folder != html_dir}
     return sorted(
         p.relative_to(html_dir).as_posix()
         for p in html_dir.rglob("*.html")
-        if "_static" not in p.relative_to(html_dir).parts
+        if "_static" not in p.relative_to(html_dir).parts and p.relative_to(html_dir).parts[0] not in others
     )
 
 

@@ -85,6 +85,10 @@ def test_the_unchanged_copy_builds_and_reexecutes_only_when_the_package_changes(
     assert (book / "_build" / "html" / "book" / "01-overview.html").is_file()
     assert "Executing notebook" in first.stdout
 
+    # Both editions are built, and the chapter executed once, for both.
+    assert (book / "_build" / "html" / "zh" / "book" / "01-overview.html").is_file()
+    assert first.stdout.count("Executing notebook") == 1, first.stdout[-3000:]
+
     unchanged = _make_book(book)
     assert unchanged.returncode == 0
     assert "Executing notebook" not in unchanged.stdout  # the execution cache holds
@@ -94,4 +98,23 @@ def test_the_unchanged_copy_builds_and_reexecutes_only_when_the_package_changes(
     module.write_text(module.read_text() + "\n# an edit to the package\n")
     after_edit = _make_book(book)
     assert after_edit.returncode == 0
-    assert "Executing notebook" in after_edit.stdout
+    assert after_edit.stdout.count("Executing notebook") == 1  # by the English edition, for both
+
+
+def test_a_translation_that_sphinx_cannot_apply_makes_the_build_fail(tmp_path):
+    # "1. 概述" parses as a list, not as the title it translates: the Chinese page would silently keep
+    # the English title. The Chinese build is -W like the English one: it fails and names the message.
+    book = _copy_book(tmp_path)
+    catalog = book / "book" / "locale" / "zh_CN" / "LC_MESSAGES" / "book" / "01-overview.po"
+    catalog.parent.mkdir(parents=True)
+    title = re.search(r"^# (.+)$", (book / OVERVIEW).read_text(), re.M).group(1)
+    catalog.write_text(
+        'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+        f'msgid "{title}"\nmsgstr "1. 概述：注意力从何而来"\n',
+        encoding="utf-8",
+    )
+    result = _make_book(book)
+    log = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "was not applied" in log and title[:30] in log, log[-3000:]
+    assert "edition did not build" in log

@@ -1,5 +1,5 @@
-"""Searching the built book, as readers do: an English word and Chinese words, on a phone, a tablet and a
-desktop, light and dark, with the book served and opened from file://.
+"""Searching the built book, as readers do: an English word and Chinese words, in both editions (English
+and 中文), on a phone, a tablet and a desktop, light and dark, with the book served and opened from file://.
 
 A search must list exactly the pages whose text uses the word (Chinese words included: the book quotes
 the notes' terms), each with an excerpt that shows the word; and nothing may fail on the way, no console
@@ -16,33 +16,42 @@ from urllib.parse import quote
 
 import pytest
 
-from browser_audit import DEVICES, SCHEMES, pages_of, reader, serve
+from browser_audit import DEVICES, SCHEMES, editions, pages_of, reader, serve
 
 pytestmark = pytest.mark.browser
 
-# An English word, a Chinese word found inside longer terms (自注意力, 注意力机制), and a Chinese word that
-# few pages use.
-QUERIES = ("softmax", "注意力", "编码器")
+# An English word, a Chinese word found inside longer terms (自注意力, 注意力机制), a Chinese word that
+# few pages of the English edition use; and in the Chinese edition one of the notes' terms.
+QUERIES = {"en": ("softmax", "注意力", "编码器"), "zh_CN": ("softmax", "注意力", "编码器", "软注意力")}
+# Sphinx's summary says how many pages it found, in the edition's language ("found 9 page(s)", "匹配到 9 页").
 FINISHED = (
     "() => { const s = document.querySelector('#search-results .search-summary');"
-    " return s !== null && /found|did not match/.test(s.textContent); }"
+    " return s !== null && s.textContent.trim() !== '' && Search._pulse_status === -1; }"
 )
 
 
-@pytest.fixture(scope="module")
-def roots(built_html):
-    """The book served over HTTP (under a sub-path), and opened from the disk."""
-    with serve(built_html) as base:
-        yield {"http": base, "file": built_html.resolve().as_uri() + "/"}
+@pytest.fixture(scope="module", params=["en", "zh_CN"])
+def edition(request, built_html) -> tuple[str, Path]:
+    """An edition of the book: (its language, its HTML folder)."""
+    return request.param, editions(built_html)[request.param]
 
 
 @pytest.fixture(scope="module")
-def page_texts(browser, built_html) -> dict[str, str]:
+def roots(edition):
+    """The edition served over HTTP (under a sub-path), and opened from the disk."""
+    folder = edition[1]
+    with serve(folder) as base:
+        yield {"http": base, "file": folder.resolve().as_uri() + "/"}
+
+
+@pytest.fixture(scope="module")
+def page_texts(browser, edition) -> dict[str, str]:
     """Every page's article text, as a browser reads it from the page's HTML (scripts, styles and heading
     marks left out), by docname. Independent of the build's own excerpt file."""
+    folder = edition[1]
     pages = {
-        path[: -len(".html")]: (built_html / path).read_text(encoding="utf-8")
-        for path in pages_of(built_html)
+        path[: -len(".html")]: (folder / path).read_text(encoding="utf-8")
+        for path in pages_of(folder)
         if path.startswith("book/")
     }
     context = browser.new_context()
@@ -73,7 +82,7 @@ def results(page) -> list[dict]:
     # Sphinx adds one result every few milliseconds after it says how many it found.
     page.wait_for_function(
         "() => { const s = document.querySelector('#search-results .search-summary').textContent;"
-        " const n = Number((s.match(/found (\\d+)/) || [0, 0])[1]);"
+        " const n = Number((s.match(/(\\d+)/) || [0, 0])[1]);"
         " return document.querySelectorAll('#search-results ul.search > li').length === n; }",
         timeout=30000,
     )
@@ -88,13 +97,17 @@ def results(page) -> list[dict]:
 
 
 @pytest.mark.parametrize("scheme", ["http", "file"])
-@pytest.mark.parametrize("query", QUERIES)
 def test_a_search_lists_the_pages_that_use_the_word_with_an_excerpt_showing_it(
-    browser, roots, page_texts, query, scheme
+    browser, edition, roots, page_texts, scheme
 ):
+    for query in QUERIES[edition[0]]:
+        _search_finds_the_pages_that_use(browser, roots[scheme], page_texts, query)
+
+
+def _search_finds_the_pages_that_use(browser, root, page_texts, query):
     expected = {name for name, text in page_texts.items() if uses(text, query)}
     assert len(expected) >= 3, f"{query!r}: too few pages use it to test search with"
-    with reader(browser, roots[scheme], f"search.html?q={quote(query)}", "desktop") as page:
+    with reader(browser, root, f"search.html?q={quote(query)}", "desktop") as page:
         found = results(page)
     pages = {item["href"].split("#")[0].removesuffix(".html") for item in found}
     assert pages == expected, (
@@ -110,7 +123,8 @@ def test_a_search_lists_the_pages_that_use_the_word_with_an_excerpt_showing_it(
 @pytest.mark.parametrize("device", sorted(DEVICES))
 def test_a_reader_searches_from_a_chapter_on_every_screen(browser, roots, device, scheme):
     """From chapter 4, the reader opens search (the navbar's button on a phone or tablet, the sidebar's
-    field on a desktop), types a word, presses Enter and reads the results; one English and one Chinese."""
+    field on a desktop), types a word, presses Enter and reads the results; one English and one Chinese,
+    in both editions."""
     for query in ("softmax", "注意力的权重"):
         with reader(browser, roots["http"], "book/04-three-stages.html", device, scheme) as page:
             buttons = [b for b in page.locator("button.search-button__button").all() if b.is_visible()]
@@ -152,10 +166,11 @@ def test_the_query_splitter_cuts_chinese_into_the_words_the_index_holds(browser,
     assert split[5] == ["麒麟"]  # no indexed word: kept whole, so that it finds nothing
 
 
-def test_only_the_search_page_loads_the_search_index(built_html):
+def test_only_the_search_page_loads_the_search_index(edition):
+    folder = edition[1]
     search_scripts = ("searchtools.js", "language_data.js", "searchindex.js")
-    for path in pages_of(built_html):
-        html = (built_html / path).read_text(encoding="utf-8")
+    for path in pages_of(folder):
+        html = (folder / path).read_text(encoding="utf-8")
         loaded = [name for name in search_scripts if re.search(rf'<script src="[^"]*{name}', html)]
         if path == "search.html":
             assert loaded == list(search_scripts), path
@@ -165,8 +180,9 @@ def test_only_the_search_page_loads_the_search_index(built_html):
             assert "course-search" not in html, path
 
 
-def test_the_index_holds_the_courses_chinese_words(built_html):
-    raw = (built_html / "searchindex.js").read_text(encoding="utf-8")
+def test_the_index_holds_the_courses_chinese_words(edition):
+    folder = edition[1]
+    raw = (folder / "searchindex.js").read_text(encoding="utf-8")
     index = json.loads(raw[raw.index("(") + 1 : raw.rindex(")")])
     terms = {word for word, docs in index["terms"].items() if docs != []}
     # Words of the glossary, one-character ones too; and the words inside longer ones.
@@ -175,24 +191,27 @@ def test_the_index_holds_the_courses_chinese_words(built_html):
     # Function words are not indexed, Chinese or English.
     for word in ("的", "和", "the"):
         assert word not in terms, word
-    language = (built_html / "_static" / "language_data.js").read_text(encoding="utf-8")
+    language = (folder / "_static" / "language_data.js").read_text(encoding="utf-8")
     assert "var splitQuery" in language
 
 
-def test_the_excerpts_come_from_the_text_of_every_page(built_html, page_texts):
-    raw = (built_html / "_static" / "course-search-texts.js").read_text(encoding="utf-8")
+def test_the_excerpts_come_from_the_text_of_every_page(edition, page_texts):
+    language, folder = edition
+    raw = (folder / "_static" / "course-search-texts.js").read_text(encoding="utf-8")
     texts = json.loads(raw[raw.index("{") : raw.rindex("}") + 1])
     assert set(texts) == set(page_texts)
     for name, entry in texts.items():
-        words = set(re.findall(r"[A-Za-z]{4,}", page_texts[name]))
+        # Words as the edition writes them: English words, or runs of Chinese characters.
+        words = set(re.findall(r"[A-Za-z]{4,}" if language == "en" else r"[\u4e00-\u9fff]{2,}", page_texts[name]))
         assert words, name
         missing = [w for w in words if w not in entry["text"]]
         # Only words inside math source (shown as "…" in an excerpt) may be missing.
         assert len(missing) <= 0.1 * len(words), (name, sorted(missing)[:20])
     glossary = texts["book/glossary"]
-    at = glossary["anchors"]["term-additive-attention"]
-    assert glossary["text"][at:].lstrip().startswith("additive attention")
-    assert glossary["anchors"]["term-0"] == at  # 加性注意力: the entry's Chinese term leads to the entry
+    english, chinese = glossary["anchors"]["term-additive-attention"], glossary["anchors"]["term-0"]
+    assert glossary["text"][english:].lstrip().startswith("additive attention")
+    # 加性注意力, the entry's Chinese term, leads to the entry: in the Chinese edition it comes first.
+    assert glossary["text"][chinese:].lstrip().startswith("加性注意力" if language != "en" else "additive attention")
 
 
 def test_a_build_without_jieba_stops_with_the_command_that_installs_it(monkeypatch):

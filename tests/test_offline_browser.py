@@ -1,5 +1,5 @@
 """The built book works offline: in headless Chromium with every request outside the build blocked,
-every page loads, math renders, nothing fails and the console stays free of errors."""
+every page of both editions loads, math renders, nothing fails and the console stays free of errors."""
 
 from __future__ import annotations
 
@@ -8,23 +8,28 @@ from pathlib import Path
 
 import pytest
 
-from browser_audit import audit_page, host_of, pages_of, serve
+from browser_audit import audit_page, editions, host_of, pages_of, serve
 
 pytestmark = pytest.mark.browser
 
 CDN_SCRIPT = "https://cdn.jsdelivr.net/npm/jquery@3.7.1/dist/jquery.min.js"
 
 
-def test_the_build_has_the_pages_of_the_table_of_contents(built_html):
-    pages = pages_of(built_html)
-    assert "index.html" in pages
-    assert "book/01-overview.html" in pages
+def test_the_build_has_the_pages_of_the_table_of_contents_in_both_editions(built_html):
+    built = editions(built_html)
+    assert set(built) == {"en", "zh_CN"}
+    english = pages_of(built["en"])
+    assert "index.html" in english and "book/01-overview.html" in english
+    assert not any(page.startswith("zh/") for page in english)
+    assert pages_of(built["zh_CN"]) == english
 
 
-def test_every_page_loads_offline_without_errors(built_html, browser):
+@pytest.mark.parametrize("language", ["en", "zh_CN"])
+def test_every_page_loads_offline_without_errors(built_html, browser, language):
+    folder = editions(built_html)[language]
     reports = []
-    with serve(built_html) as base:
-        for page in pages_of(built_html):
+    with serve(folder) as base:
+        for page in pages_of(folder):
             reports.append(audit_page(browser, base + page, base))
     problems = {r.url: r.problems for r in reports if r.problems}
     assert not problems, problems

@@ -1,7 +1,7 @@
 """The weight of every page of the built book, as a phone's browser loads it, against the book's budget.
 
 Each page is opened in headless Chromium at 390×844 and every file it loads from the build is counted at
-its size on disk (what a reader downloads uncompressed, on a first visit). The budget:
+its size on disk (what a reader downloads uncompressed, on a first visit), in both editions. The budget:
 
 - any page: at most 3 MB;
 - the book's own frame (theme, fonts, scripts: what a page with no math, widget or search loads): at most
@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from browser_audit import pages_of, reader, serve
+from browser_audit import editions, pages_of, reader, serve
 
 pytestmark = pytest.mark.browser
 
@@ -29,9 +29,16 @@ FRAME = 1000 * KB
 SEARCH_ONLY = ("searchtools.js", "language_data.js", "searchindex.js", "course-search-texts.js", "course-search.js")
 
 
+@pytest.fixture(scope="module", params=["en", "zh_CN"])
+def edition_html(request, built_html) -> Path:
+    """The HTML folder of one edition."""
+    return editions(built_html)[request.param]
+
+
 @pytest.fixture(scope="module")
-def loads(browser, built_html) -> dict[str, dict[str, int]]:
-    """For every page: the build's files it loaded, with their sizes on disk."""
+def loads(browser, edition_html) -> dict[str, dict[str, int]]:
+    """For every page of an edition: the build's files it loaded, with their sizes on disk."""
+    built_html = edition_html
     found = {}
     with serve(built_html) as base:
         prefix = urlsplit(base).path
@@ -59,9 +66,9 @@ def test_no_page_weighs_more_than_the_budget(loads):
     assert heavy == {}, f"pages over {ANY_PAGE // KB} KB: {heavy}"
 
 
-def test_what_a_page_loads_beyond_the_frame_it_needs(loads, built_html):
+def test_what_a_page_loads_beyond_the_frame_it_needs(loads, edition_html):
     for page, files in loads.items():
-        html = (built_html / page).read_text(encoding="utf-8")
+        html = (edition_html / page).read_text(encoding="utf-8")
         names = {Path(name).name for name in files}
         assert "fontawesome.js" not in names, page
         has_math = 'class="math' in html
