@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import yaml
@@ -64,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--builder gettext needs --out")
         first = next(iter(editions))
         status = build(book, first, "", builder="gettext", out=args.out.resolve())
+        if isinstance(status, BaseException):
+            traceback.print_exception(status, file=sys.stderr)
         return 0 if status == 0 else 1
     wanted = args.edition or list(editions)
     unknown = [e for e in wanted if e not in editions]
@@ -74,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         status = build(book, language, settings.get("path", ""))
         if status != 0:
+            if isinstance(status, BaseException):  # what went wrong, a failing cell's traceback included
+                traceback.print_exception(status, file=sys.stderr)
             print(f"\nThe {settings.get('label', language)} edition did not build.", file=sys.stderr)
             return 1
         print(f"{settings.get('label', language)} edition built in {time.perf_counter() - start:.0f} s.")

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG_GLOBS = ("book/locale/*/LC_MESSAGES/**/*.po", "attention_course/locale/*/LC_MESSAGES/*.po")
+CATALOG_GLOBS = ("book/locale/*/LC_MESSAGES/**/*.po", "attention_course/locale/*/LC_MESSAGES/*.po",
+                 "book/_ext/locale/*/LC_MESSAGES/*.po")
 
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 FULL_WIDTH = "，。：；！？（）“”‘’、《》「」『』—…"

@@ -36,6 +36,8 @@ PACKAGE_SOURCES = {
     "book": [("book/_ext/*.py", "python"), ("book/_ext/reader_static/*.js", "javascript")],
 }
 KEYWORDS = {"python": {"tr": None, "N_": None}, "javascript": {"t": None, "N_": None}}
+# What Sphinx's gettext builder writes for the messages of the HTML templates (book/_ext/templates).
+TEMPLATES_POT = "sphinx.pot"
 # No wrapping: one message, one line, so that a diff shows which messages changed.
 LINE_WIDTH = 0
 
@@ -64,6 +66,12 @@ def write_book_templates(book: Path, out: Path) -> None:
                              "--builder", "gettext", "--out", str(out)])
     if result.returncode != 0:
         sys.exit("the gettext build failed")
+
+
+def book_pots(pot_dir: Path) -> list[Path]:
+    """The pages' templates among what the gettext builder wrote: not ``sphinx.pot``, the messages of the
+    book's own HTML templates, which are translated with the theme's labels in book/_ext/locale."""
+    return sorted(p for p in pot_dir.rglob("*.pot") if p.relative_to(pot_dir) != Path(TEMPLATES_POT))
 
 
 def _merge(po_path: Path, template, language: str) -> str:
@@ -104,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         write_book_templates(book, pot_dir)
     for language in TRANSLATED if not args.package_only else ():
         locale = book / BOOK_LOCALE / language / "LC_MESSAGES"
-        pots = sorted(pot_dir.rglob("*.pot"))
+        pots = book_pots(pot_dir)
         for pot in pots:
             name = pot.relative_to(pot_dir).with_suffix(".po")
             print(f"{BOOK_LOCALE / language / 'LC_MESSAGES' / name}: "

@@ -217,7 +217,10 @@ def reader(browser, base: str, path: str, device: str = "phone", scheme: str = "
     page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
-    page.on("requestfailed", lambda r: problems.append(f"failed: {r.url}") if _inside(r.url, base) else None)
+    # A request cut short because the reader moved on (net::ERR_ABORTED: the favicon of a page left at
+    # once) is no missing file; a missing one fails with its own error, or answers 404.
+    page.on("requestfailed", lambda r: problems.append(f"failed: {r.url} ({r.failure})")
+            if _inside(r.url, base) and "ERR_ABORTED" not in (r.failure or "") else None)
     page.goto(base + path, wait_until="load")
     # The theme applies the colour scheme, and our script has set up the page, once both have run.
     page.wait_for_function(f"document.documentElement.dataset.theme === '{scheme}'")

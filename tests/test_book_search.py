@@ -23,10 +23,11 @@ pytestmark = pytest.mark.browser
 # An English word, a Chinese word found inside longer terms (自注意力, 注意力机制), a Chinese word that
 # few pages of the English edition use; and in the Chinese edition one of the notes' terms.
 QUERIES = {"en": ("softmax", "注意力", "编码器"), "zh_CN": ("softmax", "注意力", "编码器", "软注意力")}
-# Sphinx's summary says how many pages it found, in the edition's language ("found 9 page(s)", "匹配到 9 页").
+# Sphinx writes the summary, which says how many pages it found in the edition's language ("found 9
+# page(s)", "匹配到 9 页"), when the search is done; until then it holds a no-break space.
 FINISHED = (
     "() => { const s = document.querySelector('#search-results .search-summary');"
-    " return s !== null && s.textContent.trim() !== '' && Search._pulse_status === -1; }"
+    " return s !== null && s.textContent.trim() !== ''; }"
 )
 
 
@@ -207,11 +208,12 @@ def test_the_excerpts_come_from_the_text_of_every_page(edition, page_texts):
         missing = [w for w in words if w not in entry["text"]]
         # Only words inside math source (shown as "…" in an excerpt) may be missing.
         assert len(missing) <= 0.1 * len(words), (name, sorted(missing)[:20])
+    # Both terms of an entry lead to the entry, which starts with its English term in the English
+    # edition and with its Chinese term (加性注意力) in the Chinese one.
     glossary = texts["book/glossary"]
     english, chinese = glossary["anchors"]["term-additive-attention"], glossary["anchors"]["term-0"]
-    assert glossary["text"][english:].lstrip().startswith("additive attention")
-    # 加性注意力, the entry's Chinese term, leads to the entry: in the Chinese edition it comes first.
-    assert glossary["text"][chinese:].lstrip().startswith("加性注意力" if language != "en" else "additive attention")
+    assert english == chinese
+    assert glossary["text"][english:].lstrip().startswith("additive attention" if language == "en" else "加性注意力")
 
 
 def test_a_build_without_jieba_stops_with_the_command_that_installs_it(monkeypatch):

@@ -102,20 +102,21 @@ def test_switching_language_keeps_the_readers_place(browser, built_html, device)
 
 
 @pytest.mark.browser
-def test_every_page_switches_to_its_twin_in_the_browser(browser, built_html, folders):
-    with serve(built_html) as base:
-        for language, folder in folders.items():
-            prefix = "" if language == ENGLISH else folder.relative_to(built_html).as_posix() + "/"
-            twin_prefix = "" if language != ENGLISH else folders[CHINESE].relative_to(built_html).as_posix() + "/"
-            for path in pages_of(folder):
-                if path == "index.html":
-                    continue
-                with reader(browser, base, prefix + path, "desktop") as page:
-                    page.locator("a.course-edition:not([aria-current])").click()
-                    page.wait_for_load_state("load")
-                    landed = urlsplit(page.url).path
-                    assert landed == urlsplit(urljoin(base, twin_prefix + path)).path, f"{prefix + path} -> {landed}"
-                    assert page.evaluate("document.documentElement.lang") == ("zh-CN" if language == ENGLISH else "en")
+def test_every_page_switches_to_its_twin_and_back_in_the_browser(browser, built_html, folders):
+    """On every page a reader clicks 中文 and lands on the same page in Chinese, then clicks English and
+    is back where they started: every page of both editions switched once, in one browser tab, with
+    nothing failing on the way (``reader``)."""
+    chinese = folders[CHINESE].relative_to(built_html).as_posix() + "/"
+    pages = [path for path in pages_of(folders[ENGLISH]) if path != "index.html"]
+    with serve(built_html) as base, reader(browser, base, pages[0], "desktop") as page:
+        for path in pages:
+            page.goto(base + path, wait_until="domcontentloaded")
+            for target, lang in ((chinese + path, "zh-CN"), (path, "en")):
+                with page.expect_navigation(wait_until="domcontentloaded"):
+                    _click_where_it_is(page, page.locator("a.course-edition:not([aria-current])"))
+                landed = urlsplit(page.url).path
+                assert landed == urlsplit(urljoin(base, target)).path, f"{path}: switched to {landed}, not {target}"
+                assert page.evaluate("document.documentElement.lang") == lang, landed
 
 
 # ---- The Chinese edition reads in Chinese ------------------------------------------------------------
@@ -157,6 +158,38 @@ def test_the_chinese_edition_has_its_title_and_the_themes_labels_in_chinese(fold
     assert "软注意力与硬注意力" in title and "注意力机制：从第一性原理出发" in title, title
     assert "搜索" in page_html  # the theme's search button
     assert "本章内容" in page_html and "小结" in page_html
+
+
+# What may stay Latin in the frame of a Chinese page: key names, the switcher's "English", the download
+# menu's file types (a chapter title such as "7.2 走向 Transformer" has Chinese in it).
+FRAME_LATIN = {"Ctrl", "English", "K", ".md", ".pdf", ".ipynb"}
+
+
+def test_the_frame_of_every_chinese_page_speaks_chinese(folders):
+    """Outside the article (navigation, header buttons, footer, search field), nothing a reader sees or
+    hears is English: texts, tooltips (title, data-bs-title), names for screen readers (aria-label),
+    placeholders."""
+    from bs4 import BeautifulSoup, Comment, Declaration
+
+    english = {}
+    for path in pages_of(folders[CHINESE]):
+        if path == "index.html":
+            continue
+        soup = BeautifulSoup((folders[CHINESE] / path).read_text(encoding="utf-8"), "html.parser")
+        for node in soup(["script", "style", "noscript"]) + soup.select("article.bd-article, #jb-print-docs-body, head"):
+            node.decompose()
+        for comment in soup.find_all(string=lambda s: isinstance(s, Comment)):
+            comment.extract()
+        # Each text with what surrounds it: "用 torch.bmm 批量计算" is one title, with code in it.
+        found = [(text.find_parent(["a", "p", "li", "button", "label", "h1", "h2", "h3", "h4"]) or text).get_text(" ").strip()
+                 for text in soup.find_all(string=True) if not isinstance(text, Declaration)]
+        found += [el[attr] for attr in ("title", "data-bs-title", "aria-label", "placeholder", "alt")
+                  for el in soup.find_all(attrs={attr: True})]
+        left = sorted({text for text in found if re.search(r"[A-Za-z]{3,}", text)
+                       and not HAN.search(text) and text not in FRAME_LATIN})
+        if left:
+            english[path] = left
+    assert not english, english
 
 
 def test_figures_of_the_chinese_edition_are_drawn_in_chinese(folders):

@@ -51,7 +51,8 @@ def test_every_page_and_domain_has_a_catalog():
     pages = {p.relative_to(BOOK_CATALOGS).with_suffix("").as_posix() for p in BOOK_CATALOGS.rglob("*.po")}
     assert {"book/index", "book/glossary", "book/02-soft-hard", "book/exercises/soft-hard"} <= pages
     assert {p.stem for p in PACKAGE_CATALOGS.glob("*.po")} == {"figures", "widgets", "book"}
-    assert len(CATALOGS) == len(pages) + 3
+    # and the supplement to Sphinx's and the theme's own catalogs (book/_ext/locale)
+    assert len(CATALOGS) == len(pages) + 3 + 2
 
 
 @pytest.mark.parametrize("catalog", CATALOGS, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -71,7 +72,7 @@ def book_templates(tmp_path_factory) -> Path:
 
 def test_the_chapters_catalogs_hold_exactly_the_chapters_messages(book_templates):
     stale = {}
-    pots = {p.relative_to(book_templates).with_suffix("").as_posix(): p for p in book_templates.rglob("*.pot")}
+    pots = {p.relative_to(book_templates).with_suffix("").as_posix(): p for p in update_catalogs.book_pots(book_templates)}
     pos = {p.relative_to(BOOK_CATALOGS).with_suffix("").as_posix(): p for p in BOOK_CATALOGS.rglob("*.po")}
     assert set(pos) == set(pots), f"catalogs without a page: {sorted(set(pos) - set(pots))}; pages without a catalog: {sorted(set(pots) - set(pos))}"
     for page, pot in pots.items():
@@ -80,6 +81,15 @@ def test_the_chapters_catalogs_hold_exactly_the_chapters_messages(book_templates
             stale[page] = {"new or changed in the chapter": sorted(source - translated)[:5],
                            "no longer in the chapter": sorted(translated - source)[:5]}
     assert not stale, f"run `make catalogs` and translate: {stale}"
+
+
+def test_the_books_templates_messages_are_translated_with_the_themes_labels(book_templates):
+    # The book's HTML templates (book/_ext/templates) name some of the theme's buttons in _(): their
+    # messages must be in the supplement to Sphinx's and the theme's catalogs.
+    templates = _ids(_read(book_templates / update_catalogs.TEMPLATES_POT))
+    assert {"Toggle primary sidebar", "Main"} <= templates
+    supplement = _ids(_read(ROOT / "book" / "_ext" / "locale" / "zh_CN" / "LC_MESSAGES" / "sphinx.po"))
+    assert templates <= supplement, f"not in book/_ext/locale/zh_CN/LC_MESSAGES/sphinx.po: {sorted(templates - supplement)}"
 
 
 def test_the_packages_catalogs_hold_exactly_the_messages_of_its_code():

@@ -21,9 +21,13 @@ so the chapters run once for both. This extension does the rest:
   the Chinese one by the pinyin of the Chinese term, which comes first. Each edition ends the glossary
   with an index in the other order (by Chinese term in pinyin order; by English term), whose entries
   link to the glossary's.
-- **What the extensions write.** The language switcher, the glossary's indexes, glossary links'
-  titles and the reader scripts' labels are translated from the package's ``book`` catalog
-  (``attention_course.i18n``); a missing translation there fails the build.
+- **What the extensions and the theme write.** The language switcher, the glossary's indexes, glossary
+  links' titles, the search field and the reader scripts' labels are translated from the package's
+  ``book`` catalog (``attention_course.i18n``); a missing translation there fails the build. The labels
+  of Sphinx and of the theme that their own Chinese catalogs lack (or give in traditional characters)
+  are in ``locale/zh_CN/LC_MESSAGES/{sphinx,booktheme}.po`` beside this file; the theme's few labels
+  written in English in its templates get them through ``templates/`` (toggle buttons, the chapter
+  list's landmark).
 - **The edition's figures.** Chapters draw each figure in every language at once
   (``attention_course.figures.editions``); MyST-NB, through the course's mime renderer, puts the
   edition's drawing on the page, and a figure drawn in English only is a warning in the other
@@ -87,6 +91,8 @@ def configure(app: Sphinx, config: Config) -> None:
     if current.get("author"):
         config.author = current["author"]
     options = dict(config.html_theme_options)
+    tr = translator(lang, "book", strict=True)
+    options["search_bar_text"] = tr("Search this book…")
     end = list(options.get("article_header_end") or ["article-header-buttons.html"])
     if "edition-switcher.html" not in end:
         options["article_header_end"] = ["edition-switcher.html", *end]
@@ -107,6 +113,31 @@ def script_messages(lang: str) -> dict[str, str]:
     for script in TRANSLATED_SCRIPTS:
         found += [json.loads(f'"{m}"') for m in _SCRIPT_MESSAGE.findall(script.read_text(encoding="utf-8"))]
     return {message: tr(message) for message in sorted(set(found))}
+
+
+def theme_labels(app: Sphinx) -> None:
+    """sphinx-book-theme's labels (its "booktheme" catalog) where this book's catalog has its own
+    (``locale/<language>/LC_MESSAGES/booktheme.po``: the theme's zh_CN says 列印成 PDF, in traditional
+    characters): ours first, the theme's behind it. Sphinx compiles only the "sphinx" catalogs of
+    ``locale_dirs`` by itself, and the theme registered its catalog before this extension loaded."""
+    import gettext
+
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+    from sphinx import locale
+
+    source = HERE / "locale" / (app.config.language or "en") / "LC_MESSAGES" / "booktheme.po"
+    if not source.is_file():
+        return
+    compiled = Path(app.doctreedir) / "editions-booktheme.mo"
+    with source.open("rb") as handle, compiled.open("wb") as out:
+        write_mo(out, read_po(handle))
+    with compiled.open("rb") as handle:
+        ours = gettext.GNUTranslations(handle)
+    key = ("general", "booktheme")
+    if key in locale.translators:
+        ours.add_fallback(locale.translators[key])
+    locale.translators[key] = ours
 
 
 def mime_priority_for_gettext(app: Sphinx) -> None:
@@ -377,6 +408,7 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("course_editions", {}, "env", [dict])
     app.add_config_value("course_editions_code", "", "env", [str])
     app.connect("config-inited", configure, priority=600)
+    app.connect("builder-inited", theme_labels)
     app.connect("builder-inited", mime_priority_for_gettext)
     app.add_transform(NotMessages)
     app.add_transform(TocCaptions)
