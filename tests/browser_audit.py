@@ -204,8 +204,10 @@ def build_fixture_book(folder: Path, page: Path, title: str, stem: str) -> Path:
 
 
 @contextlib.contextmanager
-def reader(browser, base: str, path: str, device: str = "phone", scheme: str = "light", touch: bool | None = None):
-    """A page as a reader on ``device`` with ``scheme`` sees it; on leaving, nothing may have failed."""
+def reader(browser, base: str, path: str, device: str = "phone", scheme: str = "light", touch: bool | None = None,
+           on_request_finished=None):
+    """A page as a reader on ``device`` with ``scheme`` sees it; on leaving, nothing may have failed.
+    ``on_request_finished(request)``, if given, hears every request of the page from its first."""
     width, height = DEVICES[device]
     touch = device in NARROW if touch is None else touch
     context = browser.new_context(
@@ -221,6 +223,8 @@ def reader(browser, base: str, path: str, device: str = "phone", scheme: str = "
     # once) is no missing file; a missing one fails with its own error, or answers 404.
     page.on("requestfailed", lambda r: problems.append(f"failed: {r.url} ({r.failure})")
             if _inside(r.url, base) and "ERR_ABORTED" not in (r.failure or "") else None)
+    if on_request_finished is not None:
+        page.on("requestfinished", on_request_finished)
     page.goto(base + path, wait_until="load")
     # The theme applies the colour scheme, and our script has set up the page, once both have run.
     page.wait_for_function(f"document.documentElement.dataset.theme === '{scheme}'")

@@ -53,9 +53,8 @@ def loads(browser, edition_html) -> dict[str, dict[str, int]]:
                     file = built_html / unquote(url.path[len(prefix):])
                     files[file.relative_to(built_html).as_posix()] = file.stat().st_size if file.is_file() else 0
 
-            with reader(browser, base, path, "phone") as page:
-                page.on("requestfinished", count)
-                page.reload(wait_until="load")  # counted from the start, every file, none from the cache
+            # A fresh context: counted from the page's first request, every file, none from a cache.
+            with reader(browser, base, path, "phone", on_request_finished=count) as page:
                 page.wait_for_load_state("networkidle")
             found[path] = files
     return found
