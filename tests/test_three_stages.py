@@ -60,7 +60,9 @@ def test_the_three_stages_figure_rejects_mismatched_shapes():
 
 def test_the_three_stages_figure_numbers_each_score_and_uses_the_books_notation():
     from attention_course.figures.three_stages import draw_three_stages
+    from attention_course.plotting import use_course_style
 
+    use_course_style()  # the figure's Chinese labels in the CJK font; a missing glyph fails, never a box
     query = torch.tensor([1.0, 2.0])
     keys = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     values = torch.tensor([[10.0], [20.0], [30.0]])
