@@ -334,34 +334,39 @@ def run_one(
     torch.set_num_threads(1)
     data = corpus(**(corpus_settings or {}))
     long_pairs = extrapolation_set(data, **{**EXTRAPOLATION, **(extrapolation or {})})
-    longest_target = max(len(p.target) for p in data.train_pairs)
     model = build_model(data, seed=seed, **MODELS[name], **(model_settings or {}))
     records: list[dict] = []
     curve: list[tuple[int, float]] = []
 
     def score(point) -> None:
         curve.append((point.step, point.accuracy))
-        if point.step not in checkpoints:
-            return
-        rows = decode_analysis(model, data, long_pairs)
-        record = {
-            "model": name,
-            "seed": seed,
-            "steps": point.step,
-            "train_seconds": point.seconds,
-            "loss": point.loss,
-            "held_out": held_out_scores(model, data),
-            "extrapolation": summarise_analysis(rows, long_pairs, longest_target),
-            "curve": list(curve),
-        }
-        record["teacher_forced"] = teacher_forced_ends(model, data, long_pairs)
-        if model.has_attention:
-            record["alignment"] = alignment_agreement(model, data)
-            record["extrapolation_alignment"] = alignment_agreement(model, data, long_pairs)
-        records.append(record)
+        if point.step in checkpoints:
+            records.append({"model": name, "seed": seed, **checkpoint_record(model, data, long_pairs, point),
+                            "curve": list(curve)})
 
     train(model, data, steps=max(checkpoints), seed=seed, log_every=log_every, on_log=score, **TRAINING)
     return records
+
+
+def checkpoint_record(model, data: ToyTranslationCorpus, long_pairs: Sequence[SentencePair], point) -> dict:
+    """Everything the experiment stores about ``model`` at the log point ``point`` of its training: held-out
+    scores, the extrapolation set's analysis, its teacher-forced ends and, with attention, the agreement of
+    the weights with the true alignments. ``model`` is a ``Seq2Seq`` or anything with its interface
+    (chapter 10's ``Transformer``)."""
+    longest_target = max(len(p.target) for p in data.train_pairs)
+    rows = decode_analysis(model, data, long_pairs)
+    record = {
+        "steps": point.step,
+        "train_seconds": point.seconds,
+        "loss": point.loss,
+        "held_out": held_out_scores(model, data),
+        "extrapolation": summarise_analysis(rows, long_pairs, longest_target),
+        "teacher_forced": teacher_forced_ends(model, data, long_pairs),
+    }
+    if getattr(model, "has_attention", True):
+        record["alignment"] = alignment_agreement(model, data)
+        record["extrapolation_alignment"] = alignment_agreement(model, data, long_pairs)
+    return record
 
 
 def _git_commit() -> str | None:

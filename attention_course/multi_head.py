@@ -23,6 +23,8 @@ Every function takes and returns plain ``torch.Tensor`` and does not modify its 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
+
 import torch
 from torch import nn
 
@@ -64,13 +66,17 @@ class MultiHeadAttention(nn.Module):
     forward: queries (B, T, d), keys and values (B, S, d), valid_lens (B,) or (B, T) or None
     (as chapter 4's ``masked_softmax``), ``causal`` (self-attention only: query i sees keys 1 … i) ->
     (output (B, T, d), weights (B, n_h, T, S)). For self-attention pass the same tensor three times.
+    ``score_fn`` scores each head's queries against its keys, (B · n_h, T, d_head), (B · n_h, S, d_head)
+    -> (B · n_h, T, S), the heads folded into the batch (chapter 9 passes position-aware scores).
     """
 
-    def __init__(self, d_model: int, num_heads: int) -> None:
+    def __init__(self, d_model: int, num_heads: int,
+                 score_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = scaled_dot_score) -> None:
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model = {d_model} is not divisible by num_heads = {num_heads}")
         self.num_heads = num_heads
+        self.score_fn = score_fn
         self.W_q = nn.Linear(d_model, d_model)
         self.W_k = nn.Linear(d_model, d_model)
         self.W_v = nn.Linear(d_model, d_model)
@@ -91,7 +97,7 @@ class MultiHeadAttention(nn.Module):
             valid_lens = valid_lens.repeat_interleave(h, dim=0)  # (B * n_h,) or (B * n_h, T): the same for every head
         # Fold the heads into the batch: chapter 4's attention runs all B * n_h heads at once.
         output, weights = attention(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1),
-                                    scaled_dot_score, valid_lens)  # (B * n_h, T, d_head), (B * n_h, T, S)
+                                    self.score_fn, valid_lens)  # (B * n_h, T, d_head), (B * n_h, T, S)
         output = merge_heads(output.unflatten(0, (batch, h)))  # (B, T, d): the heads concatenated
         return self.W_o(output), weights.unflatten(0, (batch, h))  # (B, T, d), (B, n_h, T, S)
 
@@ -102,6 +108,8 @@ def torch_twin(layer: MultiHeadAttention) -> nn.MultiheadAttention:
     PyTorch keeps W_q, W_k and W_v stacked in one ``in_proj_weight`` (3 d, d) and calls W_o
     ``out_proj``; the computation is the same.
     """
+    if layer.score_fn is not scaled_dot_score:
+        raise ValueError(f"nn.MultiheadAttention scores with the scaled dot product only, this layer with {layer.score_fn!r}")
     d_model = layer.W_q.in_features
     twin = nn.MultiheadAttention(d_model, layer.num_heads, batch_first=True).to(layer.W_q.weight.dtype)
     with torch.no_grad():
