@@ -13,14 +13,18 @@ not enough, so ``decode_analysis`` measures what the decoder does: how long its 
 the reference, whether it writes ``<eos>`` at all, how many of the reference's clauses come out
 right from the start, whether it repeats a clause, and where its attention is when it stops.
 
-Two budgets: **step-matched** (every model gets 500 steps, as in chapters 5 and 6) and
-**wall-clock-matched** (the plain model gets as many steps as fit in the attention model's training
-time, from a measured ratio of seconds per step, rounded to a log point, then trained by steps so
-the run is reproducible). The plain model's "training longer" run goes on to 2000 and 5000 steps.
+Two budgets: **step-matched** (every model gets 500 steps, as in chapters 5 and 6) and **more
+steps** (the plain model goes on to ``MORE_STEPS``, 1100, in every seed). 1100 is what one 60-step
+timing of seconds per step once gave (2.2 × 500); it is *not* a time match: every record stores its
+own ``train_seconds``, and the chapter computes from them what share of the attention model's time
+the plain model's 1100 steps took. The plain model's "training longer" run goes on to 2000 and 5000
+steps.
 
 ``run_experiment`` does it all and returns a JSON-ready dict (``bench/length_experiment.py`` stores
 it as ``book/data/length_experiment.json``); the functions it uses are what the chapter runs live.
-Training uses one thread: given the seed, a run gives the same numbers on this machine.
+Training uses one thread: given the seed, a run gives the same numbers on this machine (all but
+the measured seconds). ``run_experiment`` refuses to run when the code or the stored data have
+uncommitted changes (``uncommitted_changes``), so that the commit it records is the code that ran.
 """
 
 from __future__ import annotations
@@ -53,7 +57,8 @@ __all__ = [
     "decode_analysis",
     "teacher_forced_ends",
     "summarise_analysis",
-    "measure_seconds_per_step",
+    "uncommitted_changes",
+    "DirtyTreeError",
     "run_one",
     "run_experiment",
     "load_results",
@@ -72,6 +77,7 @@ MODELS = {  # build_model's arguments for each model (embeddings 32, states 64, 
 TRAINING = {"batch_size": 64, "lr": 3e-3, "clip_norm": 1.0}  # train's defaults, stated
 EDGES = (5, 10, 15, 20)  # buckets 3–5, 6–10, 11–15, 16–20 and 21+ source tokens
 STEPS = 500
+MORE_STEPS = 1100  # the plain model's second budget, in every seed (see the module's docstring)
 LONG_STEPS = (2000, 5000)
 LOG_EVERY = 100
 EXTRAPOLATION = {"num_pairs": 200, "seed": 4242, "min_clauses": 4, "max_clauses": 5}
@@ -173,8 +179,9 @@ def teacher_forced_ends(model: Seq2Seq, corpus: ToyTranslationCorpus, pairs: Seq
 
     ``token_accuracy``: share of reference words (``<eos>`` included) the decoder predicts right
     from the right prefix; ``early_eos``: share of sentences where it predicts ``<eos>`` somewhere
-    before the reference ends; ``mean_first_eos``: mean position (1-based, in words) of its first
-    predicted ``<eos>`` over those sentences.
+    before the reference ends; ``mean_first_eos``: mean position of its first predicted ``<eos>`` over
+    those sentences, counted from 1 as ``decode_analysis`` counts ``first_error``: an ``<eos>``
+    predicted in place of the reference's word k is at position k.
     """
     model.eval()
     right = total = early = 0
@@ -217,8 +224,10 @@ def decode_analysis(model: Seq2Seq, corpus: ToyTranslationCorpus, pairs: Sequenc
     describe each output against its reference.
 
     Per sentence: ``ref`` and ``out`` (words before ``<eos>``, or all of them), ``ended`` (wrote
-    ``<eos>`` before the limit), ``limit``, ``exact``, ``first_error`` (index of the first wrong word,
-    None if none), ``ref_clauses``, ``out_clauses``, ``right_clauses`` (leading clauses identical to
+    ``<eos>`` before the limit), ``limit``, ``exact``, ``first_error`` (position of the first wrong
+    word, counted from 1 as ``teacher_forced_ends`` counts its ``<eos>``: k when the output's first k - 1
+    words are the reference's and its word k is not, or is missing, or is one too many; None if the
+    output is the reference), ``ref_clauses``, ``out_clauses``, ``right_clauses`` (leading clauses identical to
     the reference's), ``repeats`` (some output clause equal to the one before it), and, with
     attention, ``end_focus``: the source position, as a fraction of S (1 = the last word), of the
     largest weight at the step that wrote ``<eos>`` (None if it never did).
@@ -244,9 +253,10 @@ def decode_analysis(model: Seq2Seq, corpus: ToyTranslationCorpus, pairs: Sequenc
                 if ours != theirs:
                     break
                 right += 1
-            first_error = next((i for i, (a, b_) in enumerate(zip(words, pair.target)) if a != b_), None)
+            # Positions count from 1 (word k is words[k - 1]), like teacher_forced_ends's <eos>.
+            first_error = next((k for k, (a, b_) in enumerate(zip(words, pair.target), start=1) if a != b_), None)
             if first_error is None and len(words) != len(pair.target):
-                first_error = min(len(words), len(pair.target))
+                first_error = min(len(words), len(pair.target)) + 1
             end_focus = None
             if ended and weights is not None:
                 eos_row = weights[b, length, : len(pair.source)]
@@ -288,8 +298,9 @@ def summarise_analysis(rows: Sequence[dict], pairs: Sequence[SentencePair], long
         "mean_right_clauses": statistics.fmean(r["right_clauses"] for r in rows),
         "mean_ref_clauses": statistics.fmean(r["ref_clauses"] for r in rows),
         "mean_out_clauses": statistics.fmean(r["out_clauses"] for r in rows),
+        # an exact output counts as wrong first at its <eos>, one past its last word
         "mean_first_error": statistics.fmean(
-            r["first_error"] if r["first_error"] is not None else r["ref"] for r in rows
+            r["first_error"] if r["first_error"] is not None else r["ref"] + 1 for r in rows
         ),
         "mean_end_focus": statistics.fmean(focus) if focus else None,
         # Per sentence, for the figures: reference length, output length, wrote <eos>, right clauses.
@@ -299,17 +310,6 @@ def summarise_analysis(rows: Sequence[dict], pairs: Sequence[SentencePair], long
 
 # ---------------------------------------------------------------------------------------------
 # Runs.
-
-
-def measure_seconds_per_step(corpus: ToyTranslationCorpus, steps: int = 60, warmup: int = 10) -> dict:
-    """Seconds per training step of each model (one thread), after ``warmup`` untimed steps."""
-    result = {}
-    for name, kwargs in MODELS.items():
-        model = build_model(corpus, seed=0, **kwargs)
-        train(model, corpus, steps=warmup, seed=0, log_every=10_000)
-        history = train(model, corpus, steps=steps, seed=1, log_every=10_000)
-        result[name] = history.train_seconds / steps
-    return result
 
 
 def run_one(
@@ -378,29 +378,40 @@ def _git_commit() -> str | None:
         return None
 
 
-def _git_dirty() -> bool | None:
+#: What the stored results depend on: a change under any of these, committed or not, is a change of
+#: the experiment's code or of what it writes over.
+WATCHED_PATHS = ("attention_course", "bench", "book/data")
+
+
+class DirtyTreeError(RuntimeError):
+    """The working tree has uncommitted changes where the experiment's code or results live."""
+
+
+def uncommitted_changes(root: Path | str = ROOT, paths: Sequence[str] = WATCHED_PATHS) -> list[str] | None:
+    """``git status --porcelain`` lines for ``paths`` under ``root`` (changed, staged, deleted or
+    untracked files; ignored ones are not listed); None when git cannot say (no git, not a repository)."""
     try:
         out = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "attention_course"],
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=all", "--", *paths],
             capture_output=True, text=True, check=True,
         ).stdout
-        return bool(out.strip())
     except (OSError, subprocess.CalledProcessError):
         return None
+    return [line for line in out.splitlines() if line.strip()]
 
 
 def experiment_jobs(
-    matched: dict, seeds: Sequence[int], bidirectional_seeds: Sequence[int], long_seeds: Sequence[int],
-    steps: int = STEPS, long_steps: Sequence[int] = LONG_STEPS,
+    seeds: Sequence[int], bidirectional_seeds: Sequence[int], long_seeds: Sequence[int],
+    steps: int = STEPS, more_steps: int = MORE_STEPS, long_steps: Sequence[int] = LONG_STEPS,
 ) -> list[tuple[str, int, list[int]]]:
     """(model, seed, checkpoints) of every run, the longest first, then the most needed."""
     jobs = []
     for seed in long_seeds:  # the plain model trained longer: the longest runs, started first
-        jobs.append(("plain", seed, sorted({steps, matched["attention"], matched["bidirectional"], *long_steps})))
+        jobs.append(("plain", seed, sorted({steps, more_steps, *long_steps})))
     for seed in seeds:
         jobs.append(("attention", seed, [steps]))
         if seed not in long_seeds:
-            jobs.append(("plain", seed, sorted({steps, matched["attention"]})))
+            jobs.append(("plain", seed, sorted({steps, more_steps})))
     jobs += [("bidirectional", seed, [steps]) for seed in bidirectional_seeds]
     return jobs
 
@@ -411,36 +422,44 @@ def run_experiment(
     long_seeds: Sequence[int] = (0,),
     processes: int = 2,
     steps: int = STEPS,
+    more_steps: int = MORE_STEPS,
     long_steps: Sequence[int] = LONG_STEPS,
-    timing_steps: int = 60,
     partial_path: Path | str | None = None,
+    allow_dirty: bool = False,
 ) -> dict:
     """The whole experiment (see the module's docstring), as a JSON-ready dict.
 
-    ``seeds``: the plain and attention models, step-matched and wall-clock-matched;
+    ``seeds``: the plain and attention models at ``steps``, and the plain model at ``more_steps``;
     ``bidirectional_seeds``: the bidirectional model (each of its steps costs more);
-    ``long_seeds``: the plain model trained on to ``long_steps`` and to the bidirectional model's
-    wall-clock match. With ``partial_path``, the header and each finished run's records are
-    appended there as JSON lines as they come (``results_from_partial`` reads them back).
+    ``long_seeds``: the plain model trained on to ``long_steps``. With ``partial_path``, the header
+    and each finished run's records are appended there as JSON lines as they come
+    (``results_from_partial`` reads them back).
+
+    Raises ``DirtyTreeError`` before any work when ``uncommitted_changes`` lists anything, or git
+    cannot tell, unless ``allow_dirty`` (for runs whose results are not stored).
     """
     import json
 
+    changes = uncommitted_changes()
+    if changes is None or changes:
+        if not allow_dirty:
+            where = ", ".join(f"{path}/" for path in WATCHED_PATHS)
+            listed = "\n  ".join(changes or ["(git could not list the changes: is this a git checkout?)"])
+            raise DirtyTreeError(
+                f"uncommitted changes under {where}:\n  {listed}\n"
+                "The stored results must come from committed code: commit (or stash) these, then run again."
+            )
     started = time.time()
     load_before = list(os.getloadavg())
     data = corpus()
-    with_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    seconds_per_step = measure_seconds_per_step(data, steps=timing_steps)
-    torch.set_num_threads(with_threads)
-    ratios = {name: seconds_per_step[name] / seconds_per_step["plain"] for name in ("attention", "bidirectional")}
-    matched = {name: max(LOG_EVERY, LOG_EVERY * round(steps * ratio / LOG_EVERY)) for name, ratio in ratios.items()}
-    jobs = experiment_jobs(matched, seeds, bidirectional_seeds, long_seeds, steps, long_steps)
+    jobs = experiment_jobs(seeds, bidirectional_seeds, long_seeds, steps, more_steps, long_steps)
     long_pairs = extrapolation_set(data, **EXTRAPOLATION)
     header = {
         "what": "chapter 6.2: plain vs attention vs bidirectional attention; held-out buckets, extrapolation, budgets",
         "made_by": "bench/length_experiment.py (attention_course.length_experiment.run_experiment)",
         "git_commit": _git_commit(),
-        "git_dirty_attention_course": _git_dirty(),
+        # what uncommitted_changes listed (empty: the commit is the code that ran); None if git could not say
+        "uncommitted_changes": changes,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "machine": {
@@ -458,6 +477,7 @@ def run_experiment(
             "seeds": list(seeds),
             "bidirectional_seeds": list(bidirectional_seeds),
             "long_seeds": list(long_seeds),
+            "more_steps": more_steps,
             "long_steps": list(long_steps),
             "processes": processes,
             "jobs": [list(job) for job in jobs],
@@ -476,12 +496,9 @@ def run_experiment(
         },
         "parameters": {name: parameter_count(build_model(data, **kwargs)) for name, kwargs in MODELS.items()},
         "budget": {
-            "seconds_per_step": seconds_per_step,
-            "ratio_to_plain": ratios,
-            "plain_steps_matching": matched,
-            "note": f"seconds per step measured once ({timing_steps} steps after 10 warm-up, one thread) at the "
-            f"start of the run; the plain model's wall-clock-matched step count is {steps} × ratio, rounded "
-            f"to a multiple of {LOG_EVERY}",
+            "note": f"every model {steps} steps; the plain model also {more_steps} steps (not a time match: each "
+            "record's train_seconds is the wall-clock time of its training steps, evaluation left out, "
+            f"measured while {processes} runs shared the machine)",
         },
         "started": started,
     }

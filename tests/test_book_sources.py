@@ -42,6 +42,38 @@ def test_no_page_is_left_out_of_the_table_of_contents():
     assert pages - listed == set(), "pages under book/ that the table of contents does not build"
 
 
+def prose_problems(text: str) -> list[str]:
+    """Lines of a MyST page's prose that MyST would not show as written: a line starting with "%" is a
+    comment (the rest of the paragraph after it vanishes), and TeX outside $...$ is shown raw."""
+    blank = lambda m: "\n" * m.group(0).count("\n")  # noqa: E731  (keeps the file's line numbers)
+    body = re.sub(r"\A---\n.*?\n---\n", blank, text, flags=re.DOTALL)  # the jupytext header
+    body = re.sub(r"^(```+|~~~+).*?^\1\s*$", blank, body,
+                  flags=re.MULTILINE | re.DOTALL)  # code cells, literal blocks, directives in fences
+    problems = []
+    for number, line in enumerate(body.splitlines(), start=1):
+        if line.startswith("%"):
+            problems.append(f"line {number} of the prose starts with %, a MyST comment: {line!r}")
+    without_math = re.sub(r"\$\$.*?\$\$", " ", body, flags=re.DOTALL)
+    without_math = re.sub(r"(?<![\\$])\$(?!\$)(?:[^$]|\\\$)+?(?<!\\)\$", " ", without_math)  # inline math
+    without_math = re.sub(r"`[^`]*`", " ", without_math)  # inline code and roles' targets
+    for match in re.finditer(r"[A-Za-z]_\{|\\[A-Za-z]{2,}", without_math):
+        start = without_math.rfind("\n", 0, match.start()) + 1
+        problems.append(f"TeX outside $...$: {without_math[start:without_math.find(chr(10), match.end())]!r}")
+    return problems
+
+
+def test_the_prose_check_finds_a_comment_line_and_tex_outside_math():
+    text = "# T\n\nMost weight (in\n%).\n\nwith H_{i-1} as query, $H_{i-1}$ and $\\tanh x$ fine\n\n```\n% code\nx_{1}\n```\n"
+    problems = prose_problems(text)
+    assert len(problems) == 2 and "%" in problems[0] and "H_{i-1} as query" in problems[1]
+    assert prose_problems("a $x_{1}$ spanning $a +\n\\beta$ lines, `H_{i}` in code\n") == []
+
+
+def test_no_page_has_a_comment_line_or_tex_outside_math_in_its_prose():
+    problems = {page.name: found for page in toc_files() if (found := prose_problems(page.read_text(encoding="utf-8")))}
+    assert problems == {}
+
+
 def test_the_build_has_no_solutions(built_html):
     leaked = [p for p in built_html.rglob("*") if "solutions" in p.relative_to(built_html).parts]
     assert leaked == []

@@ -4,6 +4,8 @@ model cache returns the model it stored."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -12,13 +14,18 @@ from attention_course.length_experiment import (
     EXTRAPOLATION,
     MODELS,
     RESULTS_PATH,
+    WATCHED_PATHS,
+    DirtyTreeError,
     corpus as experiment_corpus,
     decode_analysis,
     extrapolation_set,
     load_results,
     parameter_count,
     records,
+    run_experiment,
     run_one,
+    teacher_forced_ends,
+    uncommitted_changes,
 )
 from attention_course.model_cache import cache_key, trained_model
 from attention_course.seq2seq import build_model
@@ -42,24 +49,20 @@ def chapter_corpus() -> ToyTranslationCorpus:
 
 def test_the_stored_results_say_how_they_were_made(results):
     assert len(results["git_commit"]) == 40 and results["torch"]
+    assert results["uncommitted_changes"] == [], "the stored results must come from committed code"
     assert set(results["machine"]) >= {"platform", "cpus", "load_average_before"}
     assert len(results["config"]["seeds"]) >= 5, "the step-matched comparison needs at least five seeds"
     assert set(results["config"]["models"]) == set(MODELS)
 
 
 def test_every_run_the_page_reads_is_stored(results):
-    config, budget = results["config"], results["budget"]
-    matched = budget["plain_steps_matching"]
-    assert matched["attention"] == 100 * round(5 * budget["ratio_to_plain"]["attention"])
-    assert budget["ratio_to_plain"]["attention"] == pytest.approx(
-        budget["seconds_per_step"]["attention"] / budget["seconds_per_step"]["plain"]
-    )
+    config = results["config"]
     assert results["complete"]
     expected = [
-        ("plain", config["seeds"], [500, matched["attention"]]),
+        ("plain", config["seeds"], [500, config["more_steps"]]),
         ("attention", config["seeds"], [500]),
         ("bidirectional", config["bidirectional_seeds"], [500]),
-        ("plain", config["long_seeds"], [*config["long_steps"], matched["bidirectional"]]),
+        ("plain", config["long_seeds"], config["long_steps"]),
     ]
     for model, seeds, steps_list in expected:
         for steps in steps_list:
@@ -70,6 +73,70 @@ def test_every_run_the_page_reads_is_stored(results):
         assert sum(b["sentences"] for b in record["held_out"]["buckets"]) == results["corpus"]["held_out"]
         assert len(record["extrapolation"]["per_sentence"]) == results["corpus"]["extrapolation_sentences"]
         assert ("alignment" in record) == (record["model"] != "plain")
+        assert record["train_seconds"] > 0
+
+
+# --- the experiment runs only from committed code ------------------------------------------------------
+
+
+def _git(repo, *args):
+    import subprocess
+
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def test_uncommitted_changes_lists_changed_and_new_files_where_the_experiment_lives(tmp_path):
+    for path in ("attention_course/model.py", "bench/run.py", "book/data/results.json", "book/page.md"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x\n")
+    (tmp_path / ".gitignore").write_text("__pycache__/\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "all")
+    assert uncommitted_changes(tmp_path) == []
+    (tmp_path / "book/page.md").write_text("prose may change\n")  # not what the experiment runs
+    (tmp_path / "attention_course/__pycache__").mkdir()
+    (tmp_path / "attention_course/__pycache__/model.pyc").write_text("ignored")
+    assert uncommitted_changes(tmp_path) == []
+    (tmp_path / "attention_course/model.py").write_text("y\n")
+    (tmp_path / "bench/new.py").write_text("new\n")
+    (tmp_path / "book/data/results.json").unlink()
+    changed = uncommitted_changes(tmp_path)
+    assert sorted(line[3:] for line in changed) == ["attention_course/model.py", "bench/new.py", "book/data/results.json"]
+    assert uncommitted_changes(tmp_path / "not-a-repository") is None
+    assert set(WATCHED_PATHS) == {"attention_course", "bench", "book/data"}
+
+
+def test_the_experiment_refuses_a_dirty_tree_before_any_work(monkeypatch):
+    from attention_course import length_experiment
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the experiment started work on a dirty tree")
+
+    monkeypatch.setattr(length_experiment, "corpus", no_training)
+    for listed in (["?? bench/scratch.py"], None):
+        monkeypatch.setattr(length_experiment, "uncommitted_changes", lambda *a, listed=listed, **k: listed)
+        with pytest.raises(DirtyTreeError, match="commit"):
+            run_experiment()
+    monkeypatch.setattr(length_experiment, "uncommitted_changes", lambda *a, **k: [" M attention_course/x.py"])
+    with pytest.raises(AssertionError, match="started work"):  # --allow-dirty goes on
+        run_experiment(allow_dirty=True)
+
+
+def test_the_bench_script_says_why_it_refuses_and_exits_non_zero(monkeypatch, capsys):
+    import runpy
+    import sys
+
+    from attention_course import length_experiment
+
+    monkeypatch.setattr(length_experiment, "uncommitted_changes", lambda *a, **k: [" M attention_course/x.py"])
+    monkeypatch.setattr(sys, "argv", ["length_experiment.py"])
+    bench = Path(length_experiment.ROOT) / "bench" / "length_experiment.py"
+    with pytest.raises(SystemExit) as stopped:
+        runpy.run_path(str(bench), run_name="__main__")
+    assert stopped.value.code == 2
+    message = capsys.readouterr().err
+    assert "refusing to run" in message and "attention_course/x.py" in message and "--allow-dirty" in message
 
 
 def test_the_stored_parameter_counts_are_the_models(results, chapter_corpus):
@@ -127,8 +194,11 @@ def test_the_failure_analysis_tells_an_early_stop_from_a_run_to_the_limit(chapte
     model = build_model(chapter_corpus, embed_dim=8, hidden_dim=16, attention_dim=8)
     rig(model, Vocab.eos_id)  # stops at once
     for row, pair in zip(decode_analysis(model, chapter_corpus, pairs), pairs):
-        assert row["ended"] and row["out"] == 0 and row["first_error"] == 0 and row["right_clauses"] == 0
+        # positions count from 1: an <eos> in place of the first word is wrong at word 1
+        assert row["ended"] and row["out"] == 0 and row["first_error"] == 1 and row["right_clauses"] == 0
         assert row["end_focus"] is not None and 0 < row["end_focus"] <= 1
+    ends = teacher_forced_ends(model, chapter_corpus, pairs)  # counted the same way: <eos> at word 1
+    assert ends["early_eos"] == 1 and ends["mean_first_eos"] == 1
     joiner = chapter_corpus.target_vocab.encode(["而且"])[0]
     rig(model, joiner)  # writes 而且 for ever: empty clauses, repeated, to the limit
     for row, pair in zip(decode_analysis(model, chapter_corpus, pairs), pairs):
