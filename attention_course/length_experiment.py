@@ -58,6 +58,8 @@ __all__ = [
     "teacher_forced_ends",
     "summarise_analysis",
     "uncommitted_changes",
+    "committed_or_allowed",
+    "git_commit",
     "DirtyTreeError",
     "run_one",
     "run_experiment",
@@ -181,11 +183,16 @@ def teacher_forced_ends(model: Seq2Seq, corpus: ToyTranslationCorpus, pairs: Seq
     from the right prefix; ``early_eos``: share of sentences where it predicts ``<eos>`` somewhere
     before the reference ends; ``mean_first_eos``: mean position of its first predicted ``<eos>`` over
     those sentences, counted from 1 as ``decode_analysis`` counts ``first_error``: an ``<eos>``
-    predicted in place of the reference's word k is at position k.
+    predicted in place of the reference's word k is at position k. ``by_position``: [right, total] for
+    the reference's word positions 1, 2, … (its ``<eos>`` not included), so that accuracy can be read
+    against the position; ``accuracy_within`` and ``accuracy_beyond``: the word accuracy at the positions
+    a training target reached (up to the longest) and past them.
     """
     model.eval()
     right = total = early = 0
     first_eos: list[int] = []
+    by_position: list[list[int]] = []
+    longest = max(len(p.target) for p in corpus.train_pairs)
     for start in range(0, len(pairs), 100):
         chunk = pairs[start : start + 100]
         batch = corpus.collate(chunk)
@@ -193,16 +200,29 @@ def teacher_forced_ends(model: Seq2Seq, corpus: ToyTranslationCorpus, pairs: Seq
         predicted = logits.argmax(-1)  # (B, T)
         for b, pair in enumerate(chunk):
             n = len(pair.target) + 1  # the words and <eos>
-            right += int((predicted[b, :n] == batch.target_output[b, :n]).sum())
+            hits = (predicted[b, :n] == batch.target_output[b, :n]).tolist()
+            right += sum(hits)
             total += n
+            by_position.extend([0, 0] for _ in range(n - 1 - len(by_position)))
+            for position, hit in enumerate(hits[: n - 1]):  # the words, not the <eos>
+                by_position[position][0] += hit
+                by_position[position][1] += 1
             eos = (predicted[b, : n - 1] == Vocab.eos_id).nonzero()
             if len(eos):
                 early += 1
                 first_eos.append(int(eos[0]) + 1)
+
+    def accuracy(rows: list[list[int]]) -> float | None:
+        counted = sum(t for _, t in rows)
+        return sum(h for h, _ in rows) / counted if counted else None
+
     return {
         "token_accuracy": right / total,
         "early_eos": early / len(pairs),
         "mean_first_eos": statistics.fmean(first_eos) if first_eos else None,
+        "by_position": by_position,
+        "accuracy_within": accuracy(by_position[:longest]),
+        "accuracy_beyond": accuracy(by_position[longest:]),
     }
 
 
@@ -369,7 +389,7 @@ def checkpoint_record(model, data: ToyTranslationCorpus, long_pairs: Sequence[Se
     return record
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
     try:
         return subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
@@ -398,6 +418,21 @@ def uncommitted_changes(root: Path | str = ROOT, paths: Sequence[str] = WATCHED_
     except (OSError, subprocess.CalledProcessError):
         return None
     return [line for line in out.splitlines() if line.strip()]
+
+
+def committed_or_allowed(allow_dirty: bool = False) -> list[str] | None:
+    """What ``uncommitted_changes`` lists, for the results to record; raises ``DirtyTreeError`` when that is
+    anything (or git cannot tell) unless ``allow_dirty``. Every experiment whose results the book stores
+    (this one, ``transformer_length``) calls it before any work."""
+    changes = uncommitted_changes()
+    if (changes is None or changes) and not allow_dirty:
+        where = ", ".join(f"{path}/" for path in WATCHED_PATHS)
+        listed = "\n  ".join(changes or ["(git could not list the changes: is this a git checkout?)"])
+        raise DirtyTreeError(
+            f"uncommitted changes under {where}:\n  {listed}\n"
+            "The stored results must come from committed code: commit (or stash) these, then run again."
+        )
+    return changes
 
 
 def experiment_jobs(
@@ -440,15 +475,7 @@ def run_experiment(
     """
     import json
 
-    changes = uncommitted_changes()
-    if changes is None or changes:
-        if not allow_dirty:
-            where = ", ".join(f"{path}/" for path in WATCHED_PATHS)
-            listed = "\n  ".join(changes or ["(git could not list the changes: is this a git checkout?)"])
-            raise DirtyTreeError(
-                f"uncommitted changes under {where}:\n  {listed}\n"
-                "The stored results must come from committed code: commit (or stash) these, then run again."
-            )
+    changes = committed_or_allowed(allow_dirty)
     started = time.time()
     load_before = list(os.getloadavg())
     data = corpus()
@@ -457,7 +484,7 @@ def run_experiment(
     header = {
         "what": "chapter 6.2: plain vs attention vs bidirectional attention; held-out buckets, extrapolation, budgets",
         "made_by": "bench/length_experiment.py (attention_course.length_experiment.run_experiment)",
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         # what uncommitted_changes listed (empty: the commit is the code that ran); None if git could not say
         "uncommitted_changes": changes,
         "torch": torch.__version__,

@@ -42,6 +42,7 @@ __all__ = [
     "DecoderLayer",
     "Transformer",
     "build_transformer",
+    "translate_with_maps",
     "torch_encoder_twin",
     "torch_decoder_twin",
 ]
@@ -257,6 +258,23 @@ class Transformer(nn.Module):
         finally:
             self.train(was_training)
         return written[:, 1:], weights
+
+
+def translate_with_maps(model: Transformer, corpus: ToyTranslationCorpus, sentence: str
+                        ) -> tuple[list[str], dict[str, list[torch.Tensor]]]:
+    """Translate one English sentence greedily and return (the Chinese words, ``<eos>`` not included, and every
+    attention map of the model reading its own translation: ``"encoder"`` (n_h, S, S), ``"decoder"`` (n_h, T, T),
+    ``"cross"`` (n_h, T, S) per layer, T counting the words and ``<eos>``)."""
+    ids = corpus.source_vocab.encode(sentence)
+    source, lengths = torch.tensor([ids]), torch.tensor([len(ids)])
+    tokens, _ = model.greedy_decode(source, lengths)
+    written = tokens[0].tolist()
+    end = written.index(Vocab.eos_id) + 1 if Vocab.eos_id in written else len(written)
+    target_input = torch.tensor([[Vocab.bos_id] + written[:end - 1]])  # what the decoder read at each step
+    batch = Batch(source, lengths, target_input, torch.tensor([written[:end]]), torch.tensor([end]), ())
+    maps = {name: [weights[0] for weights in per_layer] for name, per_layer in model.attention_maps(batch).items()}
+    words = corpus.target_vocab.decode(written[:end], keep_special=True).split()
+    return words[:-1] if words and words[-1] == "<eos>" else words, maps
 
 
 def build_transformer(corpus: ToyTranslationCorpus, *, seed: int = 0, **settings) -> Transformer:

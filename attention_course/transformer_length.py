@@ -11,7 +11,8 @@ the true alignments.
 
 ``run_experiment`` returns a JSON-ready dict; ``bench/transformer_length.py`` stores it as
 ``book/data/transformer_length.json``, and refuses to when the code it would describe has uncommitted
-changes (the stored commit must be the code that made the numbers).
+changes (``length_experiment.committed_or_allowed``: the stored commit must be the code that made the
+numbers).
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ from typing import Sequence
 import torch
 
 from attention_course.length_experiment import (
-    CORPUS_SETTINGS, EDGES, EXTRAPOLATION, LOG_EVERY, ROOT, TRAINING, checkpoint_record, corpus, extrapolation_set,
-    parameter_count,
+    CORPUS_SETTINGS, EDGES, EXTRAPOLATION, LOG_EVERY, ROOT, TRAINING, checkpoint_record, committed_or_allowed, corpus,
+    extrapolation_set, git_commit, parameter_count,
 )
 from attention_course.seq2seq import train
 from attention_course.transformer import build_transformer
 
-__all__ = ["SCHEMES", "MODEL", "CHECKPOINTS", "RESULTS_PATH", "run_one", "run_experiment", "load_results",
-           "git_state", "require_clean_tree"]
+__all__ = ["SCHEMES", "MODEL", "CHECKPOINTS", "RESULTS_PATH", "run_one", "run_experiment", "load_results"]
 
 RESULTS_PATH = ROOT / "book" / "data" / "transformer_length.json"
 SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi")
@@ -41,8 +41,6 @@ SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi")
 # table has 128 positions, more than the longest output the extrapolation set lets a model write (2 S + 2).
 MODEL = {"d_model": 32, "num_heads": 4, "num_layers": 2, "d_ff": 64, "norm_first": True, "max_length": 128}
 CHECKPOINTS = (500, 1000)
-# What the stored results describe: a change here that is not committed makes the stored commit a lie.
-TRACKED = ("attention_course", "bench", "book/data")
 
 
 def run_one(scheme: str, seed: int, checkpoints: Sequence[int] = CHECKPOINTS, *, corpus_settings: dict | None = None,
@@ -71,34 +69,14 @@ def run_one(scheme: str, seed: int, checkpoints: Sequence[int] = CHECKPOINTS, *,
     return records
 
 
-def git_state(paths: Sequence[str] = TRACKED) -> tuple[str | None, list[str]]:
-    """(the checkout's commit, the files under ``paths`` with uncommitted changes), or (None, []) outside git."""
-    import subprocess
-
-    try:
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                check=True).stdout.strip()
-        status = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", *paths], capture_output=True,
-                                text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None, []
-    return commit, [line[3:] for line in status.splitlines() if line.strip()]
-
-
-def require_clean_tree(paths: Sequence[str] = TRACKED) -> str:
-    """The commit whose code will make the stored numbers; ``SystemExit`` if any file under ``paths`` is uncommitted."""
-    commit, dirty = git_state(paths)
-    if commit is None:
-        raise SystemExit("not a git checkout: stored results must name the commit that made them")
-    if dirty:
-        raise SystemExit("uncommitted changes would not be described by the stored commit; commit or stash them:\n  "
-                         + "\n  ".join(dirty))
-    return commit
-
-
 def run_experiment(seeds: Sequence[int] = (0, 1, 2, 3, 4), schemes: Sequence[str] = SCHEMES, processes: int = 2,
-                   checkpoints: Sequence[int] = CHECKPOINTS, commit: str | None = None) -> dict:
-    """Every scheme with every seed (see the module's docstring), as a JSON-ready dict; ``commit`` is recorded."""
+                   checkpoints: Sequence[int] = CHECKPOINTS, allow_dirty: bool = False) -> dict:
+    """Every scheme with every seed (see the module's docstring), as a JSON-ready dict.
+
+    Raises ``DirtyTreeError`` before any work when the code or the stored data have uncommitted changes,
+    unless ``allow_dirty`` (for results that are not stored), as section 6.2's experiment does.
+    """
+    changes = committed_or_allowed(allow_dirty)
     started = time.time()
     load_before = list(os.getloadavg())
     data = corpus()
@@ -113,7 +91,9 @@ def run_experiment(seeds: Sequence[int] = (0, 1, 2, 3, 4), schemes: Sequence[str
     return {
         "what": "chapter 12: the length test of section 6.2 for Transformers with each position scheme",
         "made_by": "bench/transformer_length.py (attention_course.transformer_length.run_experiment)",
-        "git_commit": commit,
+        "git_commit": git_commit(),
+        # what uncommitted_changes listed (empty: the commit is the code that ran); None if git could not say
+        "uncommitted_changes": changes,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),

@@ -9,7 +9,7 @@ Writes book/data/transformer_length.json, which chapter 12 reads. It refuses to 
 attention_course/, bench/ or book/data/ has uncommitted changes: the file names the commit whose code
 made its numbers. About 25 minutes of CPU in all, in two processes.
 
-    .venv/bin/python bench/transformer_length.py [--processes 2] [--seeds 0 1 2 3 4]
+    .venv/bin/python bench/transformer_length.py [--processes 2] [--seeds 0 1 2 3 4] [--allow-dirty]
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from attention_course.transformer_length import RESULTS_PATH, SCHEMES, require_clean_tree, run_experiment  # noqa: E402
+from attention_course.length_experiment import DirtyTreeError  # noqa: E402
+from attention_course.transformer_length import RESULTS_PATH, SCHEMES, run_experiment  # noqa: E402
 
 
 def main() -> None:
@@ -31,9 +32,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
     parser.add_argument("--output", type=Path, default=RESULTS_PATH)
+    parser.add_argument("--allow-dirty", action="store_true",
+                        help="run with uncommitted changes (the results then record them; do not store them)")
     args = parser.parse_args()
-    commit = require_clean_tree()
-    results = run_experiment(seeds=args.seeds, schemes=args.schemes, processes=args.processes, commit=commit)
+    try:
+        results = run_experiment(seeds=args.seeds, schemes=args.schemes, processes=args.processes,
+                                 allow_dirty=args.allow_dirty)
+    except DirtyTreeError as error:
+        print(f"transformer_length: refusing to run: {error}\n(--allow-dirty runs anyway, for results that "
+              "will not be stored)", file=sys.stderr)
+        sys.exit(2)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.output} ({len(results['records'])} records, {results['wall_seconds']:.0f} s, "

@@ -262,3 +262,20 @@ def test_the_sections_figures_draw_without_a_word_on_stderr_and_refuse_mismatche
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout.split() == ["refused", "3"]
+
+
+def test_teacher_forced_accuracy_is_counted_per_word_position(chapter_corpus):
+    """by_position counts every reference word once, at its position; within and beyond split it at the
+    longest training target."""
+    from attention_course.length_experiment import teacher_forced_ends
+
+    model = build_model(chapter_corpus, seed=0)
+    long_pairs = extrapolation_set(chapter_corpus, num_pairs=12)
+    ends = teacher_forced_ends(model, chapter_corpus, long_pairs)
+    longest = max(len(p.target) for p in chapter_corpus.train_pairs)
+    totals = [t for _, t in ends["by_position"]]
+    assert sum(totals) == sum(len(p.target) for p in long_pairs)
+    assert totals[0] == len(long_pairs) and totals == sorted(totals, reverse=True)
+    assert len(totals) == max(len(p.target) for p in long_pairs) > longest
+    within = ends["by_position"][:longest]
+    assert ends["accuracy_within"] == pytest.approx(sum(h for h, _ in within) / sum(t for _, t in within))
