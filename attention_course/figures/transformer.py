@@ -21,10 +21,13 @@ from attention_course.figures.editions import in_every_language
 from attention_course.i18n import N_, translator
 
 SCHEME_COLOURS = {"none": "#7f7f7f", "sinusoidal": "#1f77b4", "learned": "#2ca02c", "rope": "#d62728",
-                  "alibi": "#9467bd", "RNN attention": "#e08a1e"}
-# The names the chapters pass in, drawn in the figure's language (listed here for the catalog).
+                  "alibi": "#9467bd", "attention": "#e08a1e"}
+# The names the chapters pass in, drawn in the figure's language (listed here for the catalog); "attention"
+# is chapter 6's recurrent model, beside the Transformers in chapters 10 and 12.
 SCHEME_NAMES = {"none": N_("no positions"), "sinusoidal": N_("sinusoidal"), "learned": N_("learned"),
-                "rope": N_("rotary (RoPE)"), "alibi": N_("ALiBi"), "RNN attention": N_("RNN with attention (ch. 6)")}
+                "rope": N_("rotary (RoPE)"), "alibi": N_("ALiBi"), "attention": N_("GRU with attention (ch. 6)")}
+# A line labelled with a scheme's name is drawn in the scheme's colour.
+_COLOUR_OF = {**SCHEME_COLOURS, **{name: SCHEME_COLOURS[key] for key, name in SCHEME_NAMES.items()}}
 CURVE_NAMES = (N_("without a cache"), N_("with a key/value cache"), N_("full attention"), N_("tiled attention"),
                N_("post-LN"), N_("pre-LN"), N_("Transformer (ch. 10)"), N_("GRU with attention (ch. 6)"))
 
@@ -197,20 +200,23 @@ def draw_cross_heads(weights: torch.Tensor, rows: Sequence[str], columns: Sequen
 
 @in_every_language
 def draw_lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str,
-               logx: bool = False, logy: bool = False, lang: str = "en"):
-    """Lines ``{label: (xs, ys)}`` on one set of axes; labels and axis titles English, drawn in ``lang``."""
+               logx: bool = False, logy: bool = False, mark_x: float | None = None, lang: str = "en"):
+    """Lines ``{label: (xs, ys)}`` on one set of axes; labels and axis titles English, drawn in ``lang``.
+    ``mark_x``: a dashed vertical line there (e.g. the longest length seen in training)."""
     tr = translator(lang)
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     markers = ["o", "s", "^", "D", "v"]
     for k, (label, (xs, ys)) in enumerate(curves.items()):
         ax.plot(list(xs), list(ys), marker=markers[k % 5], markersize=4, linewidth=1.5, label=tr(label),
-                color=SCHEME_COLOURS.get(label))
+                color=_COLOUR_OF.get(label))
     ax.set_xlabel(tr(xlabel))
     ax.set_ylabel(tr(ylabel))
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
+    if mark_x is not None:
+        ax.axvline(mark_x, color="black", linestyle="--", linewidth=1)
     ax.legend(frameon=False)
     ax.grid(alpha=0.3)
     fig.tight_layout()
