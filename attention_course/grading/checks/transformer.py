@@ -240,10 +240,11 @@ VISIBLE_ROPE_X = torch.tensor([[[1.0, 0.0, 1.0, 0.0]] * 3])  # (1, S=3, d=4): ea
 def rope_cases(g: torch.Generator) -> list[Case]:
     cases = [_rope_case("the notebook's example: (1, 0, 1, 0) at positions 0, 1, 2 (d = 4: pairs turned by p and "
                         "p / 100)", VISIBLE_ROPE_X, torch.arange(3), hidden=False)]
-    # (dtype, leading axes, positions: "from 0", "offset", "any"), base
-    for dtype, leading, kind, base in ((torch.float32, (), "from 0", None), (torch.float64, (2, 3), "offset", None),
-                                       (torch.float32, (2,), "any", None), (torch.float64, (1,), "from 0", 100.0),
-                                       (torch.float64, (2, 1, 2), "any", 500.0)):
+    # (dtype, leading axes, positions: "from 0", "offset", "any"), base (None: the default), base by keyword
+    for dtype, leading, kind, base, keyword in (
+            (torch.float32, (), "from 0", None, True), (torch.float64, (2, 3), "offset", None, True),
+            (torch.float32, (2,), "any", None, True), (torch.float64, (1,), "from 0", 100.0, True),
+            (torch.float64, (2, 1, 2), "any", 500.0, False)):
         length, d = integer(g, 2, 6), 2 * integer(g, 1, 6)
         x = normal(g, *leading, length, d, dtype=dtype, scale=1.5)
         if kind == "from 0":
@@ -255,7 +256,7 @@ def rope_cases(g: torch.Generator) -> list[Case]:
             positions = torch.randint(0, 64, (length,), generator=g)
             where = f"positions {positions.tolist()}"
         label = f"{describe(x, 'x')}, {where}" + (f", base={base:g}" if base is not None else "")
-        cases.append(_rope_case(label, x, positions, base, keyword=dtype == torch.float64))
+        cases.append(_rope_case(label, x, positions, base, keyword=keyword))
     # d = 2 (one pair, turned by p radians) and a single position far from 0.
     x, position = normal(g, 1, 2, dtype=torch.float32), integer(g, 20, 60)
     cases.append(_rope_case(f"{describe(x, 'x')} (one pair), position {position}", x, torch.tensor([position])))
