@@ -2,8 +2,9 @@
 
 One batch: the solution written in another style (full marks), a typical bug in each part (each losing
 exactly the points of its own part: the cache's test hands correct rotations to a module that asks for them,
-so a bug in ``rope`` is charged once), and shortcuts through PyTorch's own layer and attention, which lose
-their own part's points only and are flagged. Then, fast and in this process: the grader's references
+so a bug in ``rope`` is charged once), and a shortcut through PyTorch's own layer, which loses its part's
+points only and is flagged (tests/hostile_corpus.py has the others: nn.MultiheadAttention, PyTorch's
+attention and softmax in the new parts, the seal, the channel, the stand-ins). Then, fast and in this process: the grader's references
 against PyTorch and against the package the book prints, and the stand-ins that answer ``rope`` twice.
 """
 
@@ -13,7 +14,6 @@ import dataclasses
 import marshal
 import math
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -33,7 +33,6 @@ from attention_course.grading.verdicts import Outcome, judge_case
 from canonical_bugs import CANONICAL_BUGS
 from grading_support import filled, submit
 
-ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = NOTEBOOK = "transformer"
 POINTS = {"test-encoder-layer": 4, "test-rope": 2, "test-tiled-attention": 6, "test-rotary-cache": 4}
 ANSWER_CELLS = ("EncoderLayer", "rope", "causal_tiled_attention", "RotaryCachedSelfAttention")
@@ -144,11 +143,6 @@ SAMPLES = {
         "        return torch_encoder_layer(self)(x, src_mask=None if mask is None else ~mask.expand(\n"
         "            x.shape[0], self.self_attention.num_heads, x.shape[1], x.shape[1]).flatten(0, 1))\n"
         "        if self.norm_first:  # pre-LN"), []),
-    "sdpa-in-the-cache": (with_change(
-        "RotaryCachedSelfAttention",
-        "        weights = masked_softmax(q @ k.transpose(-2, -1) / math.sqrt(size), allowed)\n"
-        "        mixed = (weights @ v)",
-        "        mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)"), []),
 }
 
 # Which test cell each sample fails, and a phrase its feedback must contain.
@@ -159,12 +153,9 @@ EXPECTED_FAILURES = {
     "nan-first-tile": {"test-tiled-attention": "NaN where the expected values are finite"},
     "cache-without-offset": {"test-rotary-cache": "wrong values"},
     "torch-encoder-layer-shortcut": {"test-encoder-layer": "forbidden shortcut"},
-    "sdpa-in-the-cache": {"test-rotary-cache": "forbidden shortcut: F.scaled_dot_product_attention"},
 }
 EXPECTED_FLAGS = {student: [] for student in SAMPLES} | {
     "torch-encoder-layer-shortcut": ["forbidden shortcuts: EncoderLayer uses "],
-    "sdpa-in-the-cache": [
-        "forbidden shortcuts: RotaryCachedSelfAttention uses F.scaled_dot_product_attention (or a relative)"],
 }
 
 
