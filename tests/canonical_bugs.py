@@ -310,3 +310,142 @@ class CachedSelfAttention(nn.Module):
         return self.W_o(out.transpose(1, 2).reshape(B, T, D)), k, v
 ''', "test-cached-attention"),
 }
+
+_TILED_BODY = '''
+def causal_tiled_attention(queries, keys, values, tile_size, window=None):
+    B, T, d = queries.shape
+    S = keys.shape[1]
+    outs, lses = [], []
+    for qs in range(0, T, tile_size):
+        q = queries[:, qs:qs + tile_size]
+        pos = torch.arange(S - T + qs, S - T + qs + q.shape[1])
+        lo = 0 if window is None else max(0, int(pos[0]) - window + 1)
+        m = q.new_full((B, q.shape[1], 1), -math.inf)
+        l = q.new_zeros((B, q.shape[1], 1))
+        o = q.new_zeros((B, q.shape[1], values.shape[-1]))
+        for ks in range(lo // tile_size * tile_size, int(pos[-1]) + 1, tile_size):
+            kpos = torch.arange(ks, min(ks + tile_size, S))
+            keep = kpos[None] <= pos[:, None]
+            if window is not None:
+                keep &= kpos[None] > pos[:, None] - window
+            s = (q @ keys[:, ks:ks + tile_size].transpose(1, 2) / math.sqrt(d)).masked_fill(~keep, -math.inf)
+            m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+            shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new)
+            e = torch.exp(s - shift)
+            scale = torch.exp(m - shift)
+            l = l * scale + e.sum(-1, keepdim=True)
+            o = o * scale + e @ values[:, ks:ks + tile_size]
+            m = m_new
+        outs.append(o / l)
+        lses.append((m + l.log()).squeeze(-1))
+    return torch.cat(outs, 1), torch.cat(lses, 1)
+'''
+
+
+def _tiled(before: str, after: str) -> str:
+    assert before in _TILED_BODY, before
+    return _TILED_BODY.replace(before, after)
+
+
+_ROTARY_HEAD = '''
+class RotaryCachedSelfAttention(nn.Module):
+    def __init__(self, d_model, num_heads, base=10000.0):
+        super().__init__()
+        self.num_heads, self.base = num_heads, base
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+
+    def forward(self, x, past_keys=None, past_values=None):
+        B, T, D = x.shape
+        heads = lambda t: t.reshape(B, T, self.num_heads, D // self.num_heads).transpose(1, 2)
+        q, k, v = heads(self.W_q(x)), heads(self.W_k(x)), heads(self.W_v(x))
+        P = 0 if past_keys is None else past_keys.shape[2]
+'''
+_ROTARY_TAIL = '''        mask = torch.ones(T, P + T, dtype=torch.bool).tril(diagonal=P)
+        w = masked_softmax(q @ k_seen.transpose(-2, -1) / math.sqrt(q.shape[-1]), mask)
+        return self.W_o((w @ v).transpose(1, 2).reshape(B, T, D)), k, v
+'''
+_ENCODER_HEAD = '''
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attention = MultiHeadAttention(d_model, num_heads)
+        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+
+    def ff(self, h):
+        return self.linear2(torch.relu(self.linear1(h)))
+
+    def forward(self, x, mask=None):
+'''
+
+CANONICAL_BUGS.update({
+    "encoder layer always post-LN, norm_first ignored": ("transformer", "EncoderLayer", _ENCODER_HEAD + '''\
+        x = self.norm1(x + self.self_attention(x, x, x, mask)[0])
+        return self.norm2(x + self.ff(x))
+''', "test-encoder-layer"),
+    "pre-LN residual added to the normalised copy": ("transformer", "EncoderLayer", _ENCODER_HEAD + '''\
+        if not self.norm_first:
+            x = self.norm1(x + self.self_attention(x, x, x, mask)[0])
+            return self.norm2(x + self.ff(x))
+        h = self.norm1(x)
+        x = h + self.self_attention(h, h, h, mask)[0]
+        h = self.norm2(x)
+        return h + self.ff(h)
+''', "test-encoder-layer"),
+    "RoPE turning the two halves instead of interleaved pairs": ("transformer", "rope", '''
+def rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = positions.double()[:, None] * theta
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    a, b = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+''', "test-rope"),
+    "RoPE frequencies base ** (-m / d), one per feature index": ("transformer", "rope", '''
+def rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(d // 2, dtype=torch.float64) / d)
+    angle = positions.double()[:, None] * theta
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+''', "test-rope"),
+    "online softmax without rescaling the running sum": ("transformer", "causal_tiled_attention", _tiled(
+        "l = l * scale + e.sum(-1, keepdim=True)", "l = l + e.sum(-1, keepdim=True)"), "test-tiled-attention"),
+    "online softmax NaN for a row whose first tile is wholly masked": ("transformer", "causal_tiled_attention", _tiled(
+        "shift = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new)", "shift = m_new"),
+        "test-tiled-attention"),
+    "log-sum-exp without the running maximum": ("transformer", "causal_tiled_attention", _tiled(
+        "lses.append((m + l.log()).squeeze(-1))", "lses.append(l.log().squeeze(-1))"), "test-tiled-attention"),
+    "causal mask aligned at the top left (query t sees keys 0 … t)": ("transformer", "causal_tiled_attention", _tiled(
+        "pos = torch.arange(S - T + qs, S - T + qs + q.shape[1])", "pos = torch.arange(qs, qs + q.shape[1])"),
+        "test-tiled-attention"),
+    "every key tile read and masked, none skipped": ("transformer", "causal_tiled_attention", _tiled(
+        "range(lo // tile_size * tile_size, int(pos[-1]) + 1, tile_size)", "range(0, S, tile_size)"),
+        "test-tiled-attention"),
+    "rotary cache without the position offset": ("transformer", "RotaryCachedSelfAttention", _ROTARY_HEAD + '''\
+        new = torch.arange(T)
+        q, k = rope(q, new, self.base), rope(k, new, self.base)
+        if P:
+            k, v = torch.cat([past_keys, k], dim=2), torch.cat([past_values, v], dim=2)
+        k_seen = k
+''' + _ROTARY_TAIL, "test-rotary-cache"),
+    "rotary cache of unrotated keys, the whole cache rotated at every step": (
+        "transformer", "RotaryCachedSelfAttention", _ROTARY_HEAD + '''\
+        q = rope(q, torch.arange(P, P + T), self.base)
+        if P:
+            k, v = torch.cat([past_keys, k], dim=2), torch.cat([past_values, v], dim=2)
+        k_seen = rope(k, torch.arange(P + T), self.base)
+''' + _ROTARY_TAIL, "test-rotary-cache"),
+    "rotary cache whose cached keys are rotated again": ("transformer", "RotaryCachedSelfAttention", _ROTARY_HEAD + '''\
+        q = rope(q, torch.arange(P, P + T), self.base)
+        if P:
+            k, v = torch.cat([past_keys, k], dim=2), torch.cat([past_values, v], dim=2)
+        k = rope(k, torch.arange(P + T), self.base)
+        k_seen = k
+''' + _ROTARY_TAIL, "test-rotary-cache"),
+})

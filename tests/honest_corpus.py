@@ -8,8 +8,8 @@ or at module level; classes with extra methods; docstrings and comments that nam
 their own; scratch cells that compare with ``torch.softmax``, ``F.cosine_similarity`` or
 ``nn.MultiheadAttention``, print shapes or plot with matplotlib. Each is CORRECT by its task's text (the
 release notebook's markdown) and by the reference implementations (``attention_course/attention.py``,
-``attention_course/seq2seq.py``), so the grader must give each full marks and raise no flag
-(tests/test_grading_honest.py).
+``attention_course/seq2seq.py``, the ``transformer`` checks' own), so the grader must give each full
+marks and raise no flag (tests/test_grading_honest.py).
 
 A submission is an :class:`Honest`: the answer cells by grade id (the whole cell, as the student leaves
 it) and extra cells appended at the end of the notebook. Each one's ``origin`` says where its style
@@ -2554,8 +2554,331 @@ for _turn, _submission in enumerate(SEQ2SEQ.values()):
     _submission.answers.setdefault("GeneralAttention", _S2S_GENERAL_STYLES[_turn % len(_S2S_GENERAL_STYLES)])
     _submission.answers.setdefault("LuongDecoder", _S2S_LUONG_STYLES[_turn % len(_S2S_LUONG_STYLES)])
 
+
+# =============================================================================================
+# transformer: EncoderLayer(d_model, num_heads, d_ff, norm_first) on the given MultiHeadAttention, rope(x, positions,
+# base), causal_tiled_attention(queries, keys, values, tile_size, window=None) -> (output, logsumexp), and
+# RotaryCachedSelfAttention(d_model, num_heads, base) over a cache of rotated keys.
+# =============================================================================================
+
+TRANSFORMER: dict[str, Honest] = {}
+
+_TF_CACHE_INIT = '''class RotaryCachedSelfAttention(nn.Module):
+    def __init__(self, d_model, num_heads, base=10000.0):
+        super().__init__()
+        self.num_heads, self.base = num_heads, base
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+
+'''
+
+TRANSFORMER["pytorch-source-gptj-row-loop"] = Honest(
+    "PyTorch's own TransformerEncoderLayer source (_sa_block, _ff_block, x = x + ... in an if/else); GPT-J's "
+    "rotate_every_two with cos and sin repeat_interleaved, float32 frequencies from einsum; the tiled attention "
+    "one query at a time (a Python loop over rows, each reading only its own tiles) with a module-level helper "
+    "for the online update; the cache head by head (rope called per head on (B, T, d_head), so the grader's "
+    "stand-ins are not asked and the student's own rope answers).",
+    {
+        "EncoderLayer": '''class EncoderLayer(nn.Module):
+    # after torch/nn/modules/transformer.py (TransformerEncoderLayer.forward)
+    def __init__(self, d_model, num_heads, d_ff, norm_first=False):
+        super().__init__()
+        self.self_attention = MultiHeadAttention(d_model, num_heads)
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.norm_first = norm_first
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+
+    def _sa_block(self, x, mask):
+        return self.self_attention(x, x, x, mask=mask)[0]
+
+    def _ff_block(self, x):
+        return self.linear2(F.relu(self.linear1(x)))
+
+    def forward(self, src, mask=None):
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), mask)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, mask))
+            x = self.norm2(x + self._ff_block(x))
+        return x
+''',
+        "rope": '''def rotate_every_two(x):
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+
+def rope(x, positions, base=10000.0):
+    dim = x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+    sinusoid = torch.einsum("i,j->ij", positions.float(), inv_freq)  # (S, d / 2), as GPT-J
+    sin = sinusoid.sin().repeat_interleave(2, dim=-1).to(x.dtype)
+    cos = sinusoid.cos().repeat_interleave(2, dim=-1).to(x.dtype)
+    return x * cos + rotate_every_two(x) * sin
+''',
+        "causal_tiled_attention": '''def online_update(state, scores, tile_values):
+    """One tile of the online softmax for one query: state = (m, l, acc), scores (B, k), tile_values (B, k, d_v)."""
+    m, l, acc = state
+    m_new = torch.maximum(m, scores.max(dim=-1).values)  # (B,): each row has a visible key here
+    alpha = torch.exp(m - m_new)
+    p = torch.exp(scores - m_new[:, None])
+    return m_new, l * alpha + p.sum(-1), acc * alpha[:, None] + torch.bmm(p[:, None, :], tile_values)[:, 0]
+
+
+def causal_tiled_attention(queries, keys, values, tile_size, window=None):
+    B, T, d = queries.shape
+    S = keys.shape[1]
+    rows, lses = [], []
+    for t in range(T):
+        pos = S - T + t
+        first = 0 if window is None else max(0, pos - window + 1)  # this row's first key
+        state = (queries.new_full((B,), float("-inf")), queries.new_zeros(B), queries.new_zeros(B, values.shape[-1]))
+        for start in range(first, pos + 1, tile_size):
+            stop = min(start + tile_size, pos + 1)
+            scores = (keys[:, start:stop] @ queries[:, t, :, None])[..., 0] / math.sqrt(d)  # (B, k)
+            state = online_update(state, scores, values[:, start:stop])
+        m, l, acc = state
+        rows.append(acc / l[:, None])
+        lses.append(m + torch.log(l))
+    return torch.stack(rows, dim=1), torch.stack(lses, dim=1)
+''',
+        "RotaryCachedSelfAttention": _TF_CACHE_INIT + '''    def forward(self, x, past_keys=None, past_values=None):
+        B, T, D = x.shape
+        dh = D // self.num_heads
+        P = 0 if past_keys is None else past_keys.shape[2]
+        pos = torch.arange(P, P + T)
+        Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)
+        outs, keys, vals = [], [], []
+        for h in range(self.num_heads):  # one head at a time
+            cols = slice(h * dh, (h + 1) * dh)
+            q, k, v = rope(Q[..., cols], pos, self.base), rope(K[..., cols], pos, self.base), V[..., cols]
+            if P:
+                k = torch.cat([past_keys[:, h], k], dim=1)
+                v = torch.cat([past_values[:, h], v], dim=1)
+            mask = torch.arange(P + T)[None, :] <= pos[:, None]
+            w = masked_softmax(q @ k.transpose(1, 2) / math.sqrt(dh), mask)
+            outs.append(w @ v)
+            keys.append(k)
+            vals.append(v)
+        return self.W_o(torch.cat(outs, dim=-1)), torch.stack(keys, dim=1), torch.stack(vals, dim=1)
+''',
+    },
+)
+
+TRANSFORMER["flash-attention-2-notation"] = Honest(
+    "FlashAttention-2's Algorithm 1 in its own notation (Q_i blocks of B_r rows, K_j tiles of B_c columns, m_i, "
+    "l_i, O_i, L_i = m_i + log l_i), NaN turned to 0 with nan_to_num instead of a shifted maximum, tiles aligned "
+    "to multiples of B_c; RoPE as a (S, d/2, 2, 2) rotation matrix and einsum; the encoder layer with one "
+    "residual helper; the cache's head helpers (split_heads, merge_heads) in an extra cell at the end; a "
+    "scratch cell that runs nn.TransformerEncoderLayer and torch.softmax on the student's own layer.",
+    {
+        "EncoderLayer": '''class EncoderLayer(nn.Module):
+    """Transformer encoder layer: post-LN (Vaswani et al.) or pre-LN (Xiong et al.)."""
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = False) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attention = MultiHeadAttention(d_model, num_heads)
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+
+    def residual(self, x: torch.Tensor, norm: nn.LayerNorm, sublayer) -> torch.Tensor:
+        if self.norm_first:
+            return x + sublayer(norm(x))
+        return norm(x + sublayer(x))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.residual(x, self.norm1, lambda h: self.self_attention(h, h, h, mask)[0])
+        return self.residual(x, self.norm2, lambda h: self.linear2(self.linear1(h).clamp_min(0)))
+''',
+        "rope": '''def rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    d = x.size(-1)
+    theta = torch.pow(torch.tensor(base, dtype=torch.float64), -torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = positions[:, None].double() * theta[None, :]  # (S, d/2)
+    c, s = torch.cos(angle), torch.sin(angle)
+    R = torch.stack([torch.stack([c, -s], -1), torch.stack([s, c], -1)], -2).to(x.dtype)  # (S, d/2, 2, 2)
+    pairs = x.reshape(*x.shape[:-1], d // 2, 2)
+    return torch.einsum("...sdij,...sdj->...sdi", R, pairs).reshape(x.shape)
+''',
+        "causal_tiled_attention": '''import math
+
+VERBOSE = False
+
+
+def causal_tiled_attention(queries, keys, values, tile_size, window=None):
+    """FlashAttention-2, Algorithm 1 (forward), with a causal / sliding-window mask."""
+    B, N_q, d = queries.shape
+    N_k = keys.shape[1]
+    B_r = B_c = tile_size
+    offset = N_k - N_q
+    O, L = [], []
+    for i in range(math.ceil(N_q / B_r)):
+        Q_i = queries[:, i * B_r:(i + 1) * B_r]
+        rows = torch.arange(i * B_r, i * B_r + Q_i.shape[1]) + offset
+        lo = 0 if window is None else max(int(rows[0]) - window + 1, 0)
+        m_i = torch.full(Q_i.shape[:2] + (1,), -float("inf"), dtype=Q_i.dtype)
+        l_i = torch.zeros_like(m_i)
+        O_i = torch.zeros(Q_i.shape[:2] + (values.shape[-1],), dtype=Q_i.dtype)
+        for j in range(lo // B_c, int(rows[-1]) // B_c + 1):
+            K_j, V_j = keys[:, j * B_c:(j + 1) * B_c], values[:, j * B_c:(j + 1) * B_c]
+            cols = torch.arange(j * B_c, j * B_c + K_j.shape[1])
+            S_ij = Q_i @ K_j.mT / math.sqrt(d)
+            allowed = cols[None, :] <= rows[:, None]
+            if window is not None:
+                allowed = allowed & (cols[None, :] > rows[:, None] - window)
+            S_ij = S_ij.masked_fill(~allowed, -float("inf"))
+            m_new = torch.maximum(m_i, S_ij.amax(-1, keepdim=True))
+            P_ij = torch.nan_to_num(torch.exp(S_ij - m_new), nan=0.0)  # a row with nothing yet: -inf - -inf
+            scale = torch.nan_to_num(torch.exp(m_i - m_new), nan=0.0)
+            l_i = scale * l_i + P_ij.sum(-1, keepdim=True)
+            O_i = scale * O_i + P_ij @ V_j
+            m_i = m_new
+            if VERBOSE:
+                print(i, j, tuple(S_ij.shape))
+        O.append(O_i / l_i)
+        L.append((m_i + torch.log(l_i)).squeeze(-1))
+    return torch.cat(O, dim=1), torch.cat(L, dim=1)
+''',
+        "RotaryCachedSelfAttention": _TF_CACHE_INIT + '''    def forward(self, x, past_keys=None, past_values=None):
+        T = x.shape[1]
+        P = past_keys.shape[-2] if past_keys is not None else 0
+        positions = torch.arange(P, P + T)
+        q = rope(split_heads(self.W_q(x), self.num_heads), positions, self.base)
+        k = rope(split_heads(self.W_k(x), self.num_heads), positions, self.base)
+        v = split_heads(self.W_v(x), self.num_heads)
+        keys = k if past_keys is None else torch.cat([past_keys, k], dim=-2)
+        vals = v if past_values is None else torch.cat([past_values, v], dim=-2)
+        mask = torch.ones(T, P + T, dtype=torch.bool).tril(diagonal=P)
+        scores = torch.matmul(q, keys.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        return self.W_o(merge_heads(torch.matmul(masked_softmax(scores, mask), vals))), keys, vals
+''',
+    },
+    extra_cells=(
+        '''def split_heads(x, num_heads):
+    """(B, S, d_model) -> (B, h, S, d_head)"""
+    B, S, D = x.shape
+    return x.view(B, S, num_heads, D // num_heads).transpose(1, 2)
+
+
+def merge_heads(x):
+    """(B, h, S, d_head) -> (B, S, d_model)"""
+    B, H, S, Dh = x.shape
+    return x.transpose(1, 2).reshape(B, S, H * Dh)
+''',
+        '''# scratch: my layer against PyTorch's, and my tiles against torch.softmax (outside any graded function)
+mine = load_weights(EncoderLayer(8, 2, 16, norm_first=True), seed=0)
+x = torch.randn(2, 5, 8)
+with torch.no_grad():
+    print((mine(x) - torch_encoder_layer(mine)(x)).abs().max())
+q, k, v = torch.randn(1, 6, 4), torch.randn(1, 6, 4), torch.randn(1, 6, 3)
+scores = (q @ k.mT / 2).masked_fill(~torch.ones(6, 6, dtype=torch.bool).tril(), float("-inf"))
+print(torch.allclose(causal_tiled_attention(q, k, v, 4)[0], torch.softmax(scores, -1) @ v, atol=1e-5))
+''',
+    ),
+)
+
+TRANSFORMER["float64-accumulators-asserts"] = Honest(
+    "A careful engineer: asserts of its own (T <= S, even d), the online softmax accumulated in float64 and cast "
+    "back at the end, a guard written as torch.where(m == -inf, 0, m), logsumexp of each tile merged with "
+    "logaddexp; rope with the pairs as x.unflatten and torch.complex; the encoder layer with F.layer_norm on the "
+    "modules' weights; the cache's positions as arange(T) + P and its mask from torch.tril; warnings.warn for a "
+    "window wider than the sequence.",
+    {
+        "EncoderLayer": '''class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, norm_first=False):
+        super().__init__()
+        self.self_attention = MultiHeadAttention(d_model, num_heads)
+        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.norm_first = bool(norm_first)
+
+    @staticmethod
+    def _ln(norm, x):
+        return F.layer_norm(x, (x.shape[-1],), weight=norm.weight, bias=norm.bias, eps=norm.eps)
+
+    def forward(self, x, mask=None):
+        assert x.dim() == 3, "x is (B, S, d_model)"
+        attend = lambda h: self.self_attention(h, h, h, mask)[0]
+        ffn = lambda h: self.linear2(torch.clamp(self.linear1(h), min=0.0))
+        if self.norm_first:
+            x = x + attend(self._ln(self.norm1, x))
+            x = x + ffn(self._ln(self.norm2, x))
+            return x
+        x = self._ln(self.norm1, x + attend(x))
+        return self._ln(self.norm2, x + ffn(x))
+''',
+        "rope": '''def rope(x, positions, base=10000.0):
+    assert x.shape[-1] % 2 == 0, "RoPE needs an even number of features"
+    d = x.shape[-1]
+    m = torch.arange(d // 2, dtype=torch.float64)
+    angle = positions.to(torch.float64).unsqueeze(-1) * base ** (-2.0 * m / d)
+    z = x.to(torch.float64).unflatten(-1, (d // 2, 2))
+    z = torch.complex(z[..., 0], z[..., 1]) * torch.exp(1j * angle)
+    return torch.stack([z.real, z.imag], dim=-1).flatten(-2).to(x.dtype)
+''',
+        "causal_tiled_attention": '''import warnings
+
+
+def causal_tiled_attention(queries, keys, values, tile_size, window=None):
+    B, T, d = queries.shape
+    S = keys.shape[1]
+    assert T <= S, "the queries stand at the last T of the S positions"
+    if window is not None and window > S:
+        warnings.warn("the window is wider than the sequence: plain causal attention")
+    q = queries.to(torch.float64) / d ** 0.5
+    out_rows, lse_rows = [], []
+    for q0 in range(0, T, tile_size):
+        qb = q[:, q0:q0 + tile_size]
+        qpos = torch.arange(S - T + q0, S - T + q0 + qb.shape[1])
+        start = 0 if window is None else max(0, int(qpos[0]) - window + 1)
+        lse = torch.full(qb.shape[:2], -torch.inf, dtype=torch.float64)
+        acc = torch.zeros(*qb.shape[:2], values.shape[-1], dtype=torch.float64)  # normalised so far
+        for k0 in range(start, int(qpos[-1]) + 1, tile_size):
+            k1 = min(k0 + tile_size, int(qpos[-1]) + 1)
+            kpos = torch.arange(k0, k1)
+            scores = qb @ keys[:, k0:k1].to(torch.float64).transpose(-1, -2)
+            keep = kpos <= qpos[:, None]
+            if window is not None:
+                keep = keep & (kpos > qpos[:, None] - window)
+            scores = torch.where(keep, scores, -torch.inf)
+            new = torch.logaddexp(lse, torch.logsumexp(scores, dim=-1))
+            ref = torch.where(new == -torch.inf, 0.0, new)
+            acc = acc * torch.exp(lse - ref)[..., None] + torch.exp(scores - ref[..., None]) @ values[:, k0:k1].to(torch.float64)
+            lse = new
+        out_rows.append(acc)
+        lse_rows.append(lse)
+    return torch.cat(out_rows, 1).to(queries.dtype), torch.cat(lse_rows, 1).to(queries.dtype)
+''',
+        "RotaryCachedSelfAttention": _TF_CACHE_INIT + '''    def forward(self, x, past_keys=None, past_values=None):
+        B, T, D = x.shape
+        H, Dh = self.num_heads, D // self.num_heads
+        P = 0 if past_keys is None else past_keys.shape[2]
+        assert Dh % 2 == 0
+        positions = torch.arange(T) + P
+        to_heads = lambda t: t.reshape(B, T, H, Dh).transpose(1, 2)
+        q = rope(to_heads(self.W_q(x)), positions, base=self.base)
+        k = rope(to_heads(self.W_k(x)), positions, base=self.base)
+        v = to_heads(self.W_v(x))
+        if past_keys is not None:
+            k = torch.cat([past_keys, k], dim=2)
+            v = torch.cat([past_values, v], dim=2)
+        mask = torch.tril(torch.ones(T, P + T, dtype=torch.bool), diagonal=P)
+        out = masked_softmax(q @ k.transpose(2, 3) / Dh ** 0.5, mask) @ v
+        return self.W_o(out.transpose(1, 2).reshape(B, T, D)), k, v
+''',
+    },
+)
+
 CORPUS: dict[str, dict[str, Honest]] = {
     "soft-hard": SOFT_HARD,
     "three-stages": THREE_STAGES,
     "seq2seq-attention": SEQ2SEQ,
+    "transformer": TRANSFORMER,
 }

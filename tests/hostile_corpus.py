@@ -1,4 +1,4 @@
-"""Hostile submissions to all three assignments, one per class of shortcut, each with the grade it must get.
+"""Hostile submissions to the assignments, one per class of shortcut, each with the grade it must get.
 
 Every attack starts from otherwise-honest code (the correct answers of tests/test_grading_*.py) and puts
 one shortcut into one function, or one trick into the notebook. So the points it must get are known
@@ -31,9 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from attention_course.grading.checks import checks_for
+from canonical_bugs import CANONICAL_BUGS
 from test_grading_seq2seq_attention import CORRECT as SEQ2SEQ_CORRECT
 from test_grading_soft_hard import CORRECT as SOFT_HARD_CORRECT
 from test_grading_three_stages import SOLUTION as THREE_STAGES_CORRECT
+from test_grading_transformer import SOLUTION as TRANSFORMER_CORRECT
 
 POINTS = {
     "soft-hard": {"test-softmax": 2, "test-soft-attention": 1, "test-hard-attention": 2,
@@ -43,6 +45,7 @@ POINTS = {
                      "test-packing-mask": 3, "test-masked-attention": 5},
     "seq2seq-attention": {"test-masked-softmax": 1, "test-additive-attention": 2, "test-decoder-step": 2,
                           "test-translate": 4, "test-general-attention": 4, "test-luong-step": 6},
+    "transformer": {"test-encoder-layer": 4, "test-rope": 2, "test-tiled-attention": 6, "test-rotary-cache": 4},
 }
 FORBIDDEN = "forbidden shortcuts"
 CHANNEL = "tampered with the grader's channel"
@@ -905,4 +908,172 @@ def translate(model, sentences):
         ("test-luong-step", "test-translate")),
 }
 
-ATTACKS = {"soft-hard": SOFT_HARD, "three-stages": THREE_STAGES, "seq2seq-attention": SEQ2SEQ}
+# =============================================================================================
+# transformer: EncoderLayer 4, rope 2 (warm-up); causal_tiled_attention 6, RotaryCachedSelfAttention 4 (new).
+# EncoderLayer stands on the notebook's given MultiHeadAttention, which the grader re-installs before every call;
+# the cache's test hands the correct rotation to a module that calls rope on exactly the new tokens, so a
+# shortcut costs its own part's points only. PyTorch's own layers (nn.TransformerEncoderLayer, on either of its
+# paths, and nn.MultiheadAttention) and F.scaled_dot_product_attention earn nothing for the part that uses them.
+
+def _tf(grade_id: str, source: str) -> dict[str, str]:
+    return {**TRANSFORMER_CORRECT, grade_id: source}
+
+
+_TF_ENCODER = '''class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attention = MultiHeadAttention(d_model, num_heads)
+        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+
+    def torch_mask(self, x, mask):
+        """ours (True = may attend, broadcasting to (B, h, S, S)) -> PyTorch's (B * h, S, S), True = hidden"""
+        if mask is None:
+            return None
+        batch, length = x.shape[:2]
+        return ~mask.expand(batch, self.self_attention.num_heads, length, length).flatten(0, 1)
+
+'''
+_TF_ENCODER_RESIDUALS = '''    def forward(self, x, mask=None):
+        ff = lambda h: self.linear2(torch.relu(self.linear1(h)))
+        if self.norm_first:
+            x = x + self.attend(self.norm1(x), mask)
+            return x + ff(self.norm2(x))
+        x = self.norm1(x + self.attend(x, mask))
+        return self.norm2(x + ff(x))
+'''
+# The whole (T, S) computation, sliced to the keys some query sees (so that no infinity is read).
+_TF_WHOLE = '''def causal_tiled_attention(queries, keys, values, tile_size, window=None):
+    T, S = queries.shape[1], keys.shape[1]
+    position, key = torch.arange(S - T, S)[:, None], torch.arange(S)[None, :]
+    sees = key <= position
+    if window is not None:
+        sees = sees & (key > position - window)
+    first = int(sees.to(torch.int64).argmax(dim=-1).min())
+    keys, values, sees = keys[:, first:], values[:, first:], sees[:, first:]
+    scores = (queries @ keys.transpose(1, 2) / math.sqrt(queries.shape[-1])).masked_fill(~sees, -math.inf)
+'''
+_TF_CACHE = CANONICAL_BUGS["rotary cache without the position offset"][2]
+_TF_CACHE_INTO = "        new = torch.arange(T)\n        q, k = rope(q, new, self.base), rope(k, new, self.base)\n"
+assert _TF_CACHE_INTO in _TF_CACHE
+_TF_CORRECT_CACHE = TRANSFORMER_CORRECT["RotaryCachedSelfAttention"]
+_TF_CACHE_ATTEND = ("        weights = masked_softmax(q @ k.transpose(-2, -1) / math.sqrt(size), allowed)\n"
+                    "        mixed = (weights @ v).permute(0, 2, 1, 3).reshape(batch, count, width)\n")
+assert _TF_CACHE_ATTEND in _TF_CORRECT_CACHE
+
+TRANSFORMER = {
+    # 1. PyTorch's own layers and attention, by any path.
+    "encoder-layer-module": Attack(
+        "op", "EncoderLayer hands x to nn.TransformerEncoderLayer holding its weights (the setup's torch_encoder_layer)",
+        _tf("EncoderLayer", _TF_ENCODER + (
+            "    def forward(self, x, mask=None):\n"
+            "        return torch_encoder_layer(self)(x, src_mask=self.torch_mask(x, mask))\n")),
+        ("test-encoder-layer",), FORBIDDEN),
+    "encoder-layer-fast-path": Attack(
+        "op", "nn.TransformerEncoderLayer in eval mode under no_grad (its fused inference path)",
+        _tf("EncoderLayer", _TF_ENCODER + (
+            "    def forward(self, x, mask=None):\n"
+            "        twin = torch_encoder_layer(self).eval()\n"
+            "        with torch.no_grad():\n"
+            "            return twin(x, src_mask=self.torch_mask(x, mask))\n")),
+        ("test-encoder-layer",), FORBIDDEN),
+    "multihead-attention-in-layer": Attack(
+        "op", "EncoderLayer's residuals its own, its attention nn.MultiheadAttention loaded with the given layer's weights",
+        _tf("EncoderLayer", _TF_ENCODER + (
+            "    def attend(self, h, mask):\n"
+            "        a = self.self_attention\n"
+            "        mha = nn.MultiheadAttention(h.shape[-1], a.num_heads, batch_first=True).to(h.dtype)\n"
+            "        with torch.no_grad():\n"
+            "            mha.in_proj_weight.copy_(torch.cat([a.W_q.weight, a.W_k.weight, a.W_v.weight]))\n"
+            "            mha.in_proj_bias.copy_(torch.cat([a.W_q.bias, a.W_k.bias, a.W_v.bias]))\n"
+            "            mha.out_proj.weight.copy_(a.W_o.weight)\n"
+            "            mha.out_proj.bias.copy_(a.W_o.bias)\n"
+            "        return mha(h, h, h, attn_mask=self.torch_mask(h, mask), need_weights=False)[0]\n\n"
+            + _TF_ENCODER_RESIDUALS)),
+        ("test-encoder-layer",), FORBIDDEN),
+    "sdpa-for-the-tiles": Attack(
+        "op", "causal_tiled_attention: F.scaled_dot_product_attention over the keys any query sees, torch.logsumexp",
+        _tf("causal_tiled_attention", _TF_WHOLE + (
+            "    return F.scaled_dot_product_attention(queries, keys, values, attn_mask=sees), torch.logsumexp(scores, -1)\n")),
+        ("test-tiled-attention",), FORBIDDEN),
+    "softmax-for-the-tiles": Attack(
+        "op", "causal_tiled_attention: torch.softmax of the whole (T, S) scores",
+        _tf("causal_tiled_attention", _TF_WHOLE + (
+            "    return torch.softmax(scores, dim=-1) @ values, torch.logsumexp(scores, dim=-1)\n")),
+        ("test-tiled-attention",), FORBIDDEN),
+    "special-softmax-in-the-cache": Attack(
+        "op", "RotaryCachedSelfAttention: torch.special.softmax instead of masked_softmax",
+        _tf("RotaryCachedSelfAttention", _TF_CORRECT_CACHE.replace(_TF_CACHE_ATTEND, (
+            "        scores = (q @ k.transpose(-2, -1) / math.sqrt(size)).masked_fill(~allowed, -math.inf)\n"
+            "        mixed = (torch.special.softmax(scores, -1) @ v).permute(0, 2, 1, 3).reshape(batch, count, width)\n"))),
+        ("test-rotary-cache",), FORBIDDEN),
+    # 2. Around the seal.
+    "disable-torch-function-for-the-tiles": Attack(
+        "seal", "causal_tiled_attention: torch.softmax under torch._C.DisableTorchFunction",
+        _tf("causal_tiled_attention", _TF_WHOLE + (
+            "    with torch._C.DisableTorchFunction():\n"
+            "        return torch.softmax(scores, dim=-1) @ values, torch.logsumexp(scores, dim=-1)\n")),
+        ("test-tiled-attention",), FORBIDDEN),
+    "thread-sdpa-in-the-cache": Attack(
+        "seal", "RotaryCachedSelfAttention: F.scaled_dot_product_attention in a threading.Thread",
+        _tf("RotaryCachedSelfAttention", "import threading\n\n" + _TF_CORRECT_CACHE.replace(_TF_CACHE_ATTEND, (
+            "        box = []\n"
+            "        worker = threading.Thread(target=lambda: box.append(\n"
+            "            F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)))\n"
+            "        worker.start()\n        worker.join()\n"
+            "        mixed = box[0].permute(0, 2, 1, 3).reshape(batch, count, width)\n"))),
+        ("test-rotary-cache",), FORBIDDEN),
+    # 3. The channel: a cell asks for the cases before the graded child does (every check here is sealed).
+    "channel-steal-argv": Attack(
+        "channel", "a cell writes ('ready', phase) on the runner's channel (fds from sys.argv) and reads the cases",
+        TRANSFORMER_CORRECT, tuple(g for g, c in checks_for("transformer").items() if c.phase == "sealed"), CHANNEL,
+        extra_cells=("import os, sys\n_out, _in = int(sys.argv[-2]), int(sys.argv[-1])\n" + _STEAL,)),
+    # 4. The stand-ins and the given helpers: the cache forgets the cache's length (its new tokens turned from 0),
+    # which only a fooled stand-in would forgive; the given layer redefined.
+    "rope-standin-reads-kwdefaults": Attack(
+        "standin", "the cache turns its new tokens from position 0 and tries to read the rope stand-ins' answers "
+        "(__kwdefaults__, inspect.signature, __defaults__)",
+        _tf("RotaryCachedSelfAttention", "import inspect\n" + _TF_CACHE.replace(_TF_CACHE_INTO, (
+            "        new = torch.arange(T)\n"
+            "        q, k = rope(q, new, self.base), rope(k, new, self.base)\n"
+            "        for read in (lambda: rope.__kwdefaults__['_answer'],\n"
+            "                     lambda: inspect.signature(rope).parameters['_answer'].default,\n"
+            "                     lambda: rope.__defaults__[-1]):\n"
+            "            try:\n                k = read()\n                break\n"
+            "            except Exception:\n                pass\n"))),
+        ("test-rotary-cache",)),
+    "rope-standin-patched-equal": Attack(
+        "standin", "the cache turns its new tokens from position 0 and calls rope with torch.allclose/equal, "
+        "Tensor.__eq__, Tensor.size and isinstance patched to say yes",
+        _tf("RotaryCachedSelfAttention", EVERYTHING_EQUAL + "\n" + _TF_CACHE.replace(_TF_CACHE_INTO, (
+            "        new = torch.arange(T)\n"
+            "        with everything_equal(_TARGETS[:5]):  # (the rest breaks nn.Module)\n"
+            "            q, k = rope(q, new, self.base), rope(k, new, self.base)\n"))),
+        ("test-rotary-cache",), HELPERS),
+    "redefined-given-attention": Attack(
+        "standin", "a cell redefines the given MultiHeadAttention (as nn.MultiheadAttention) and masked_softmax (as "
+        "torch.softmax): the grader's own are re-installed before every call, so EncoderLayer runs on them and "
+        "nothing forbidden is reached",
+        TRANSFORMER_CORRECT, (), HELPERS, extra_cells=('''class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.inner = nn.MultiheadAttention(d_model, num_heads, batch_first=True)
+
+    def forward(self, queries, keys, values, mask=None):
+        return self.inner(queries, keys, values, attn_mask=None if mask is None else ~mask)
+
+
+def masked_softmax(scores, mask=None):
+    return torch.softmax(scores if mask is None else scores.masked_fill(~mask, float("-inf")), dim=-1)
+''',)),
+    # 6. nbgrader metadata: rope is wrong (2 points); the tiled test cell's points raised.
+    "metadata-points-raised": Attack(
+        "metadata", "rope returns x unchanged; test-tiled-attention's points set to 60",
+        _tf("rope", "def rope(x, positions, base=10000.0):\n    return x.clone()\n"),
+        ("test-rope",), "nbgrader metadata changed", metadata=(("set", "test-tiled-attention", "points", 60),)),
+}
+
+
+ATTACKS = {"soft-hard": SOFT_HARD, "three-stages": THREE_STAGES, "seq2seq-attention": SEQ2SEQ,
+           "transformer": TRANSFORMER}

@@ -102,8 +102,8 @@ def _judge(assignment: str, namespace: dict, seed: int, grade_ids: set[str] | No
 
 @pytest.mark.parametrize("assignment, student, seed", [
     (assignment, student, seed)
-    for assignment in ("soft-hard", "three-stages") for student in CORPUS[assignment] for seed in SEEDS])
-def test_honest_submission_gets_full_points_in_process(run_honest, assignment, student, seed):
+    for assignment in ("soft-hard", "three-stages", "transformer") for student in CORPUS[assignment] for seed in SEEDS])
+def test_honest_submission_gets_full_points_in_process(one_torch_thread, run_honest, assignment, student, seed):
     verdicts = _judge(assignment, run_honest(assignment, student), seed)
     assert in_process.points(verdicts) == full_points(assignment), (_why(assignment, student), _explain(verdicts))
 
@@ -147,6 +147,11 @@ def graded_three_stages(tmp_path_factory):
 @pytest.fixture(scope="module")
 def graded_seq2seq_attention(tmp_path_factory):
     return _grade_all(SEQ2SEQ, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def graded_transformer(tmp_path_factory):
+    return _grade_all("transformer", tmp_path_factory)
 
 
 def _graded(request, assignment: str):

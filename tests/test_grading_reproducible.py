@@ -28,8 +28,8 @@ from grading_support import filled, submit
 
 SEEDS = range(20)
 
-@pytest.mark.parametrize("assignment", ["soft-hard", "three-stages", "multi-head"])
-def test_the_solution_passes_every_check_for_every_seed(assignment):
+@pytest.mark.parametrize("assignment", ["soft-hard", "three-stages", "multi-head", "transformer"])
+def test_the_solution_passes_every_check_for_every_seed(assignment, one_torch_thread):
     namespace = in_process.run_notebook(assignment, {})
     full = {g: c.points for g, c in checks_for(assignment).items()}
     for seed in SEEDS:

@@ -51,6 +51,18 @@ PHRASES = {
     "key/value heads repeated in the wrong order (Tensor.repeat)": "that is Tensor.repeat's order",
     "cache appended on the head axis": "grows along the sequence axis",
     "causal mask not shifted by the length of the cache": "sits at position P + t",
+    "encoder layer always post-LN, norm_first ignored": "norm_first=True asks for pre-LN",
+    "pre-LN residual added to the normalised copy": "not to its normalised copy",
+    "RoPE turning the two halves instead of interleaved pairs": "RoPE here turns interleaved pairs",
+    "RoPE frequencies base ** (-m / d), one per feature index": "pair m turns by p * base ** (-2m / d)",
+    "online softmax without rescaling the running sum": "rescale the running sum l and the running output o",
+    "online softmax NaN for a row whose first tile is wholly masked": "where the maximum is still -inf, shift by 0",
+    "log-sum-exp without the running maximum": "logsumexp = m + log l",
+    "causal mask aligned at the top left (query t sees keys 0 … t)": "stands at position S - T + t",
+    "every key tile read and masked, none skipped": "those tiles must never be read",
+    "rotary cache without the position offset": "new token t stands at position P + t",
+    "rotary cache of unrotated keys, the whole cache rotated at every step": "the cache holds keys already rotated",
+    "rotary cache whose cached keys are rotated again": "never rotate a cached key again",
 }
 BUGS = {name: (*CANONICAL_BUGS[name], phrase) for name, phrase in PHRASES.items()}
 
@@ -98,7 +110,8 @@ def _run_visible_test(assignment: str, answers: dict[str, str], test_id: str) ->
     ("three-stages", "test-packing-mask"), ("three-stages", "test-masked-attention"),
     ("seq2seq-attention", "test-general-attention"), ("seq2seq-attention", "test-luong-step"),
     ("multi-head", "test-scaled-dot-product"), ("multi-head", "test-multi-head"), ("multi-head", "test-grouped-query"),
-    ("multi-head", "test-cached-attention"),
+    ("multi-head", "test-cached-attention"), ("transformer", "test-encoder-layer"), ("transformer", "test-rope"),
+    ("transformer", "test-tiled-attention"), ("transformer", "test-rotary-cache"),
 ])
 def test_the_solution_passes_the_visible_tests(assignment, test_id):
     _run_visible_test(assignment, _solution(assignment), test_id)

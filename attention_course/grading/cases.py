@@ -60,7 +60,8 @@ class StandIn:
     ``name`` (``kind="attribute"``) answers ``answer`` when called with arguments accepted by ``matchers``
     (one per parameter in ``params``; missing ones take ``defaults``), and defers to the student's own
     otherwise. Matchers: ("any",), ("none",), ("last_dim",), ("scalar", number), ("equal", tensor),
-    ("close", tensor, rtol, atol)."""
+    ("close", tensor, rtol, atol). Several global stand-ins of one name (a function the graded call uses on
+    different arguments) chain: each answers its own call and defers the others to the one before it."""
 
     kind: str
     name: str

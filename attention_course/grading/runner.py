@@ -671,13 +671,17 @@ class _StandInModule(torch.nn.Module):
         return self.__dict__["answer_call"](*args, _yours=self.original, **kwargs)
 
 
-def _build_stand_in(spec: tuple, user_ns: dict):
-    """The stand-in function of a spec (for an attribute, its fallback is given at each call: see _StandInModule)."""
+def _build_stand_in(spec: tuple, user_ns: dict, earlier=None):
+    """The stand-in function of a spec (for an attribute, its fallback is given at each call: see _StandInModule).
+
+    ``earlier``: a stand-in already built for the same global name in this case (a function the graded call
+    uses twice, on different arguments: rope on the queries, then on the keys). This one defers to it, and it
+    to the student's own: each expected call gets its answer, any other call the student's function."""
     kind, name, params, defaults, matchers, answer, *more = spec
     matchers = tuple((m[0], _decode(m[1], user_ns), *m[2:]) if m[0] in ("equal", "close") else m for m in matchers)
     answer = _decode(answer, user_ns)
     derivatives = tuple((position, param, _decode(jacobian, user_ns)) for position, param, jacobian in (more or [()])[0])
-    yours = user_ns.get(name) if kind == "global" else None
+    yours = (user_ns.get(name) if earlier is None else earlier) if kind == "global" else None
     return _stand_in_function(yours, params, dict(defaults), matchers, answer, name, derivatives)
 
 
@@ -952,14 +956,19 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
         grad_outputs = tuple(_decode(g, user_ns) for g in case.get("grad_outputs", ()))
         inputs = tuple(_REQUIRE_GRAD(args[i], True) for i in grad_args)
         # The stand-ins, built now: afterwards their answers live in their keyword defaults only.
-        global_stand_ins, attribute_stand_ins, spec = [], [], None
+        global_stand_ins, attribute_stand_ins, spec, earlier, built_name, built = [], [], None, None, None, None
         for spec in case["stand_ins"]:
             if spec[0] == "global":
-                installed.append((spec[1], user_ns.get(spec[1], _MISSING)))
-                global_stand_ins.append((spec[1], _build_stand_in(spec, user_ns)))
+                earlier = None  # a stand-in of the same name built before this one: this one defers to it
+                for built_name, built in global_stand_ins:
+                    if built_name == spec[1]:
+                        earlier = built
+                if earlier is None:
+                    installed.append((spec[1], user_ns.get(spec[1], _MISSING)))
+                global_stand_ins.append((spec[1], _build_stand_in(spec, user_ns, earlier)))
             else:
                 attribute_stand_ins.append((spec[1], _build_stand_in(spec, user_ns)))
-        del case, spec
+        del case, spec, earlier, built_name, built
         _alarm(case_cpu_s)
         # -- the student's code, from here to the end of the try block
         if construct is not None:

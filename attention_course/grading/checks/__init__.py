@@ -6,6 +6,7 @@ from attention_course.grading.cases import Check
 from attention_course.grading.checks import seq2seq_attention, soft_hard, three_stages
 from attention_course.grading.checks import attention_experiments
 from attention_course.grading.checks import multi_head
+from attention_course.grading.checks import transformer
 
 ASSIGNMENTS: dict[str, list[Check]] = {
     soft_hard.ASSIGNMENT: soft_hard.CHECKS,
@@ -13,6 +14,7 @@ ASSIGNMENTS: dict[str, list[Check]] = {
     seq2seq_attention.ASSIGNMENT: seq2seq_attention.CHECKS,
     attention_experiments.ASSIGNMENT: attention_experiments.CHECKS,
     multi_head.ASSIGNMENT: multi_head.CHECKS,
+    transformer.ASSIGNMENT: transformer.CHECKS,
 }
 
 
