@@ -188,7 +188,8 @@ DRAW_EVERY_CHAPTER_FIGURE_IN_CHINESE = """
     from attention_course.corpus import Clause, ToyTranslationCorpus, render_pair
     from attention_course.cues import attention_over_time, describe, interest_scores, make_toy_scene, salience_scores
     from attention_course.figures import (beyond, cues, encoder_decoder as ed, multi_head, overview, primer,
-                                          soft_hard, three_stages)
+                                          soft_hard, three_stages, transformer)
+    from attention_course.positions import alibi_bias, alibi_slopes, sinusoidal_positions
     from attention_course.glimpse import PALETTE, glimpse, make_scene
     from attention_course.i18n import collecting_untranslated
     from attention_course.kernel_regression import make_regression_data, nadaraya_watson, target_function
@@ -293,6 +294,33 @@ DRAW_EVERY_CHAPTER_FIGURE_IN_CHINESE = """
         "draw_heads": lambda: multi_head.draw_heads(heads, "Tom chase Jerry today".split(), lang="zh"),
         "draw_training_losses": lambda: multi_head.draw_training_losses(
             {f"{n} head{'s' if n > 1 else ''}": [2.0, 1.0] for n in (1, 2)}, lang="zh"),
+        # chapters 9 to 12, with the text they pass in
+        "draw_position_encodings": lambda: transformer.draw_position_encodings(sinusoidal_positions(8, 4), lang="zh"),
+        "draw_offset_curves": lambda: transformer.draw_offset_curves(
+            {r"sinusoidal: $PE_j \\cdot PE_{j+k}$": {20: ([-1, 0, 1], [1.0, 2.0, 1.0])},
+             "RoPE: score of $q$ at $i$, $k$ at $i + k$": {20: ([-1, 0, 1], [0.5, 1.0, 0.0])}}, lang="zh"),
+        "draw_rotations": lambda: transformer.draw_rotations([1.0, 0.3], thetas=[0.5, 0.05], positions=range(3),
+                                                             lang="zh"),
+        "draw_alibi_biases": lambda: transformer.draw_alibi_biases(alibi_bias(2, 4, 4), alibi_slopes(2), lang="zh"),
+        "draw_layer_norms": lambda: transformer.draw_layer_norms(lang="zh"),
+        "draw_encoder_decoder_transformer": lambda: transformer.draw_encoder_decoder_transformer(2, lang="zh"),
+        "draw_cross_heads": lambda: transformer.draw_cross_heads(
+            torch.softmax(torch.randn(2, len(target), len(source), generator=g), -1), target, source, lang="zh"),
+        "draw_lines": lambda: transformer.draw_lines(  # chapter 12's
+            {transformer.SCHEME_NAMES[s]: ([1, 2], [1.0, 0.5]) for s in ("sinusoidal", "learned", "rope", "alibi",
+                                                                           "attention")},
+            "word position in the reference", "accuracy, teacher forced", mark_x=1.5, lang="zh"),
+        "draw_lines (chapter 11's loss)": lambda: transformer.draw_lines(
+            {"training loss": ([1, 2], [2.0, 1.0])}, "training step", "nats per token", lang="zh"),
+        "draw_lines (chapter 11's cache)": lambda: transformer.draw_lines(
+            {"without a cache": ([16, 32], [1.0, 2.0]), "with a key/value cache": ([16, 32], [1.0, 1.1])},
+            "position of the generated token", "milliseconds per token", lang="zh"),
+        "draw_lines (chapter 11's memory)": lambda: transformer.draw_lines(
+            {"full attention": ([256, 512], [1.0, 4.0]), "tiled attention": ([256, 512], [0.5, 1.0])},
+            "sequence length $S$", "MiB at the peak", logx=True, logy=True, lang="zh"),
+        "draw_transformer_output_lengths": lambda: ed.draw_output_lengths(  # chapter 12's titles
+            {s: [[25, 20, 1]] for s in ("sinusoidal", "learned", "rope", "alibi")}, 23,
+            {s: f"{transformer.SCHEME_NAMES[s]}, seed 0" for s in ("sinusoidal", "learned", "rope", "alibi")}, lang="zh"),
     }
     untranslated = {}
     for name, draw in drawn.items():

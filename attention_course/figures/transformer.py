@@ -30,6 +30,11 @@ SCHEME_NAMES = {"none": N_("no positions"), "sinusoidal": N_("sinusoidal"), "lea
 _COLOUR_OF = {**SCHEME_COLOURS, **{name: SCHEME_COLOURS[key] for key, name in SCHEME_NAMES.items()}}
 CURVE_NAMES = (N_("without a cache"), N_("with a key/value cache"), N_("full attention"), N_("tiled attention"),
                N_("post-LN"), N_("pre-LN"), N_("Transformer (ch. 10)"), N_("GRU with attention (ch. 6)"))
+# The other English text the chapters pass in: panel titles, curve labels and axis titles.
+PASSED_IN = (N_("sinusoidal: $PE_j \\cdot PE_{j+k}$"), N_("RoPE: score of $q$ at $i$, $k$ at $i + k$"), N_("offset"),
+             N_("from position {start}"), N_("training loss"), N_("training step"), N_("nats per token"),
+             N_("position of the generated token"), N_("milliseconds per token"), N_("sequence length $S$"),
+             N_("MiB at the peak"), N_("word position in the reference"), N_("accuracy, teacher forced"))
 
 
 @in_every_language
@@ -41,24 +46,28 @@ def draw_position_encodings(encoding: torch.Tensor, lang: str = "en"):
     ax.set_xlabel(tr("position $j$"))
     ax.set_ylabel(tr("feature"))
     fig.colorbar(image, ax=ax, label=tr("value"))
+    chinese_beside_math(fig)
     fig.tight_layout()
     return fig
 
 
 @in_every_language
-def draw_offset_curves(panels: Mapping[str, Mapping[str, tuple[Sequence[int], Sequence[float]]]],
-                       xlabel: str = "offset", lang: str = "en"):
-    """One panel per ``{title: {label: (offsets, values)}}``, the curves of a panel drawn over each other, so that
-    curves that depend on the offset only lie on one line. Titles, labels and ``xlabel`` are English, translated."""
+def draw_offset_curves(panels: Mapping[str, Mapping[int, tuple[Sequence[int], Sequence[float]]]],
+                       xlabel: str = "offset", curve_label: str = "from position {start}", lang: str = "en"):
+    """One panel per ``{title: {start: (offsets, values)}}``, the curves of a panel (one per starting position)
+    drawn over each other, so that curves that depend on the offset only lie on one line; each curve is labelled
+    ``curve_label`` with its ``{start}``. Titles, ``xlabel`` and ``curve_label`` are English, drawn in ``lang``."""
     tr = translator(lang)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
     for ax, (title, curves) in zip(axes[0], panels.items()):
         styles = ["-", "--", ":", "-."]
-        for k, (label, (offsets, values)) in enumerate(curves.items()):
-            ax.plot(list(offsets), list(values), styles[k % 4], linewidth=2.2 - 0.4 * k, label=tr(label))
+        for k, (start, (offsets, values)) in enumerate(curves.items()):
+            ax.plot(list(offsets), list(values), styles[k % 4], linewidth=2.2 - 0.4 * k,
+                    label=tr(curve_label).format(start=start))
         ax.set_title(tr(title), fontsize=11)
         ax.set_xlabel(tr(xlabel))
         ax.legend(frameon=False, fontsize=9)
+    chinese_beside_math(fig)
     fig.tight_layout()
     return fig
 
@@ -108,6 +117,7 @@ def draw_alibi_biases(bias: torch.Tensor, slopes: torch.Tensor, lang: str = "en"
         ax.set_xlabel(tr("key position $j$"), fontsize=9)
         if head == 0:
             ax.set_ylabel(tr("query position $i$"), fontsize=9)
+    chinese_beside_math(fig)
     fig.tight_layout(rect=(0, 0, 0.92, 1))
     fig.colorbar(image, cax=fig.add_axes((0.93, 0.2, 0.015, 0.6)), label=tr("bias"))
     return fig
@@ -219,6 +229,7 @@ def draw_lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], xl
         ax.axvline(mark_x, color="black", linestyle="--", linewidth=1)
     ax.legend(frameon=False)
     ax.grid(alpha=0.3)
+    chinese_beside_math(fig)
     fig.tight_layout()
     return fig
 
