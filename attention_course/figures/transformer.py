@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from attention_course.figures.beyond import ATTENTION_COLOUR, RECURRENT_COLOUR, weight_patterns
+from attention_course.figures.beyond import weight_patterns
 from attention_course.figures.diagrams import (
     KEY_COLOUR, OUTPUT_COLOUR, POOL_COLOUR, QUERY_COLOUR, VALUE_COLOUR, arrow, box, canvas, chinese_beside_math,
 )
@@ -28,10 +28,9 @@ SCHEME_NAMES = {"none": N_("no positions"), "sinusoidal": N_("sinusoidal"), "lea
                 "rope": N_("rotary (RoPE)"), "alibi": N_("ALiBi"), "attention": N_("GRU with attention (ch. 6)")}
 # A line labelled with a scheme's name is drawn in the scheme's colour.
 _COLOUR_OF = {**SCHEME_COLOURS, **{name: SCHEME_COLOURS[key] for key, name in SCHEME_NAMES.items()}}
-CURVE_NAMES = (N_("without a cache"), N_("with a key/value cache"), N_("full attention"), N_("tiled attention"),
-               N_("post-LN"), N_("pre-LN"), N_("Transformer (ch. 10)"), N_("GRU with attention (ch. 6)"))
 # The other English text the chapters pass in: panel titles, curve labels and axis titles.
-PASSED_IN = (N_("sinusoidal: $PE_j \\cdot PE_{j+k}$"), N_("RoPE: score of $q$ at $i$, $k$ at $i + k$"), N_("offset"),
+PASSED_IN = (N_("without a cache"), N_("with a key/value cache"), N_("full attention"), N_("tiled attention"),
+             N_("sinusoidal: $PE_j \\cdot PE_{j+k}$"), N_("RoPE: score of $q$ at $i$, $k$ at $i + k$"), N_("offset"),
              N_("from position {start}"), N_("training loss"), N_("training step"), N_("nats per token"),
              N_("position of the generated token"), N_("milliseconds per token"), N_("sequence length $S$"),
              N_("MiB at the peak"), N_("word position in the reference"), N_("accuracy, teacher forced"))
@@ -234,27 +233,7 @@ def draw_lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], xl
     return fig
 
 
-@in_every_language
-def draw_scheme_spread(metrics: Mapping[str, Mapping[str, Sequence[float]]], lang: str = "en"):
-    """One panel per metric ``{metric: {scheme: values over seeds}}``: every seed a dot, the mean a bar.
-    Metric titles and scheme names are English, drawn in ``lang``."""
-    tr = translator(lang)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.3 * len(metrics), 3.6), squeeze=False)
-    for ax, (title, by_scheme) in zip(axes[0], metrics.items()):
-        for k, (scheme, values) in enumerate(by_scheme.items()):
-            values = list(values)
-            colour = SCHEME_COLOURS.get(scheme, ATTENTION_COLOUR)
-            ax.bar(k, sum(values) / len(values), color=colour, alpha=0.35, width=0.7)
-            ax.scatter([k] * len(values), values, color=colour, s=16, zorder=3)
-        ax.set_xticks(range(len(by_scheme)))
-        ax.set_xticklabels([tr(SCHEME_NAMES.get(s, s)) for s in by_scheme], rotation=35, ha="right", fontsize=9)
-        ax.set_title(tr(title), fontsize=10.5)
-        ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
 __all__ = [
     "draw_position_encodings", "draw_offset_curves", "draw_rotations", "draw_alibi_biases", "draw_layer_norms",
-    "draw_encoder_decoder_transformer", "draw_cross_heads", "draw_lines", "draw_scheme_spread", "SCHEME_NAMES", "RECURRENT_COLOUR",
+    "draw_encoder_decoder_transformer", "draw_cross_heads", "draw_lines", "SCHEME_NAMES",
 ]
