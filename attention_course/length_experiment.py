@@ -62,6 +62,8 @@ __all__ = [
     "git_commit",
     "DirtyTreeError",
     "run_one",
+    "train_and_score",
+    "checkpoint_record",
     "run_experiment",
     "load_results",
     "spread",
@@ -349,22 +351,28 @@ def run_one(
     scoring does not touch it. The keyword arguments override the experiment's settings (the
     corpus, ``build_model``'s sizes, the extrapolation set), for quick runs such as the tests'.
     """
-    if any(c % log_every for c in checkpoints):
-        raise ValueError(f"checkpoints must be multiples of {log_every}, got {list(checkpoints)}")
     torch.set_num_threads(1)
     data = corpus(**(corpus_settings or {}))
     long_pairs = extrapolation_set(data, **{**EXTRAPOLATION, **(extrapolation or {})})
     model = build_model(data, seed=seed, **MODELS[name], **(model_settings or {}))
+    return train_and_score(model, {"model": name, "seed": seed}, checkpoints, data, long_pairs, log_every)
+
+
+def train_and_score(model, label: dict, checkpoints: Sequence[int], data: ToyTranslationCorpus,
+                    long_pairs: Sequence[SentencePair], log_every: int = LOG_EVERY) -> list[dict]:
+    """Train ``model`` with the experiment's recipe and seed ``label["seed"]`` to ``max(checkpoints)`` steps:
+    at each checkpoint, a record of ``label``, ``checkpoint_record`` and the held-out curve so far."""
+    if any(c % log_every for c in checkpoints):
+        raise ValueError(f"checkpoints must be multiples of {log_every}, got {list(checkpoints)}")
     records: list[dict] = []
     curve: list[tuple[int, float]] = []
 
     def score(point) -> None:
         curve.append((point.step, point.accuracy))
         if point.step in checkpoints:
-            records.append({"model": name, "seed": seed, **checkpoint_record(model, data, long_pairs, point),
-                            "curve": list(curve)})
+            records.append({**label, **checkpoint_record(model, data, long_pairs, point), "curve": list(curve)})
 
-    train(model, data, steps=max(checkpoints), seed=seed, log_every=log_every, on_log=score, **TRAINING)
+    train(model, data, steps=max(checkpoints), seed=label["seed"], log_every=log_every, on_log=score, **TRAINING)
     return records
 
 

@@ -27,10 +27,9 @@ from typing import Sequence
 import torch
 
 from attention_course.length_experiment import (
-    CORPUS_SETTINGS, EDGES, EXTRAPOLATION, LOG_EVERY, ROOT, TRAINING, checkpoint_record, committed_or_allowed, corpus,
-    extrapolation_set, git_commit, parameter_count,
+    CORPUS_SETTINGS, EDGES, EXTRAPOLATION, LOG_EVERY, ROOT, TRAINING, committed_or_allowed, corpus, extrapolation_set,
+    git_commit, parameter_count, train_and_score,
 )
-from attention_course.seq2seq import train
 from attention_course.transformer import build_transformer
 
 __all__ = ["SCHEMES", "MODEL", "CHECKPOINTS", "RESULTS_PATH", "run_one", "run_experiment", "load_results"]
@@ -50,23 +49,11 @@ def run_one(scheme: str, seed: int, checkpoints: Sequence[int] = CHECKPOINTS, *,
 
     The keyword arguments override the experiment's settings, for quick runs such as the tests'.
     """
-    if any(c % log_every for c in checkpoints):
-        raise ValueError(f"checkpoints must be multiples of {log_every}, got {list(checkpoints)}")
     torch.set_num_threads(1)
     data = corpus(**(corpus_settings or {}))
     long_pairs = extrapolation_set(data, **{**EXTRAPOLATION, **(extrapolation or {})})
     model = build_transformer(data, seed=seed, positions=scheme, **{**MODEL, **(model_settings or {})})
-    records: list[dict] = []
-    curve: list[tuple[int, float]] = []
-
-    def score(point) -> None:
-        curve.append((point.step, point.accuracy))
-        if point.step in checkpoints:
-            records.append({"scheme": scheme, "seed": seed, **checkpoint_record(model, data, long_pairs, point),
-                            "curve": list(curve)})
-
-    train(model, data, steps=max(checkpoints), seed=seed, log_every=log_every, on_log=score, **TRAINING)
-    return records
+    return train_and_score(model, {"scheme": scheme, "seed": seed}, checkpoints, data, long_pairs, log_every)
 
 
 def run_experiment(seeds: Sequence[int] = (0, 1, 2, 3, 4), schemes: Sequence[str] = SCHEMES, processes: int = 2,
