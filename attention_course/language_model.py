@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator
 
 import torch
 from torch import nn
@@ -81,7 +81,7 @@ def build_language_model(vocab_size: int, *, seed: int = 0, **settings) -> Langu
         return LanguageModel(vocab_size, **settings)
 
 
-def sentence_batches(corpus: ToyTranslationCorpus, batch_size: int, seed: int) -> Sequence[torch.Tensor]:
+def sentence_batches(corpus: ToyTranslationCorpus, batch_size: int, seed: int) -> Iterator[torch.Tensor]:
     """Endless batches of the corpus's English training sentences, ``<bos>`` w_1 … w_n ``<eos>`` padded with
     ``<pad>``: (B, S) each, shuffled by ``seed`` (a new order every pass)."""
     generator = torch.Generator().manual_seed(seed)
