@@ -48,3 +48,15 @@ def assert_points_and_flags(result, flags: list[str], expected_points: dict[str,
         assert any(fragment in flag for flag in flags), flags
     if not expected_flags:
         assert flags == []
+
+
+def assert_only_these_checks_failed(result, summary, points: dict[str, float], failures: dict[str, str]) -> None:
+    """Every test cell kept its points; exactly the cells of ``failures`` failed, each with its phrase in its
+    message; and the score, in the result and in the batch's summary, is the total less exactly those cells."""
+    assert {g: c["points"] for g, c in result.checks.items()} == points
+    failed = {g for g, c in result.checks.items() if not c["passed"]}
+    assert failed == set(failures), {g: result.checks[g]["message"] for g in failed}
+    for grade_id, phrase in failures.items():
+        assert phrase in result.checks[grade_id]["message"]
+    expected_score = sum(points.values()) - sum(points[g] for g in failures)
+    assert (result.score, summary.score) == (expected_score, expected_score)

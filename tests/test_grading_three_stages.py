@@ -18,7 +18,7 @@ from attention_course.grading.checks import three_stages
 from attention_course.grading.course import Course
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
-from grading_support import filled, submit
+from grading_support import assert_only_these_checks_failed, filled, submit
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = NOTEBOOK = "three-stages"
@@ -233,13 +233,7 @@ def test_each_bug_costs_exactly_the_points_of_its_own_test(graded, student):
     result = results[student]
     assert result.flags == EXPECTED_FLAGS[student]
     assert summaries[student].flags == [f"{NOTEBOOK}: {flag}" for flag in EXPECTED_FLAGS[student]]
-    assert {g: c["points"] for g, c in result.checks.items()} == POINTS
-    failed = {g for g, c in result.checks.items() if not c["passed"]}
-    assert failed == set(EXPECTED_FAILURES[student]), {g: result.checks[g]["message"] for g in failed}
-    for grade_id, phrase in EXPECTED_FAILURES[student].items():
-        assert phrase in result.checks[grade_id]["message"]
-    expected_score = sum(POINTS.values()) - sum(POINTS[g] for g in EXPECTED_FAILURES[student])
-    assert (result.score, summaries[student].score) == (expected_score, expected_score)
+    assert_only_these_checks_failed(result, summaries[student], POINTS, EXPECTED_FAILURES[student])
 
 
 @pytest.mark.slow

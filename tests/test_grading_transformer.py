@@ -31,7 +31,7 @@ from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
 from attention_course.grading.submission import given_helpers
 from attention_course.grading.verdicts import Outcome, judge_case
 from canonical_bugs import CANONICAL_BUGS
-from grading_support import filled, submit
+from grading_support import assert_only_these_checks_failed, filled, submit
 
 ASSIGNMENT = NOTEBOOK = "transformer"
 POINTS = {"test-encoder-layer": 4, "test-rope": 2, "test-tiled-attention": 6, "test-rotary-cache": 4}
@@ -181,13 +181,7 @@ def test_each_bug_and_shortcut_costs_exactly_the_points_of_its_own_part(graded, 
     for flag, fragment in zip(result.flags, EXPECTED_FLAGS[student]):
         assert flag.startswith(fragment), result.flags
     assert summaries[student].flags == [f"{NOTEBOOK}: {flag}" for flag in result.flags]
-    assert {g: c["points"] for g, c in result.checks.items()} == POINTS
-    failed = {g for g, c in result.checks.items() if not c["passed"]}
-    assert failed == set(EXPECTED_FAILURES[student]), {g: result.checks[g]["message"] for g in failed}
-    for grade_id, phrase in EXPECTED_FAILURES[student].items():
-        assert phrase in result.checks[grade_id]["message"]
-    expected_score = sum(POINTS.values()) - sum(POINTS[g] for g in EXPECTED_FAILURES[student])
-    assert (result.score, summaries[student].score) == (expected_score, expected_score)
+    assert_only_these_checks_failed(result, summaries[student], POINTS, EXPECTED_FAILURES[student])
 
 
 @pytest.mark.slow
