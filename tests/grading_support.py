@@ -60,3 +60,17 @@ def assert_only_these_checks_failed(result, summary, points: dict[str, float], f
         assert phrase in result.checks[grade_id]["message"]
     expected_score = sum(points.values()) - sum(points[g] for g in failures)
     assert (result.score, summary.score) == (expected_score, expected_score)
+
+
+def assert_gradebook_holds_the_results(course_root: Path, course_id: str, assignment: str, notebook_name: str,
+                                       results: dict, max_score: float) -> None:
+    """nbgrader's gradebook holds, for every student in ``results``, each test cell's points as graded and the
+    notebook's score out of ``max_score``."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course_root / 'gradebook.db'}", course_id) as gradebook:
+        for student, result in results.items():
+            notebook = gradebook.find_submission_notebook(notebook_name, assignment, student)
+            cells = {grade.name: grade.score for grade in notebook.grades}
+            assert cells == {g: (c["points"] if c["passed"] else 0) for g, c in result.checks.items()}
+            assert (notebook.score, notebook.max_score) == (result.score, max_score)

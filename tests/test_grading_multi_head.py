@@ -16,14 +16,13 @@ import nbformat
 import pytest
 import torch
 import torch.nn.functional as F
-from nbgrader.api import Gradebook
 
 import in_process
 from attention_course.grading.checks import multi_head
 from attention_course.grading.course import Course
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
-from grading_support import assert_only_these_checks_failed, filled, submit
+from grading_support import assert_gradebook_holds_the_results, assert_only_these_checks_failed, filled, submit
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = NOTEBOOK = "multi-head"
@@ -171,12 +170,8 @@ def test_each_bug_costs_exactly_the_points_of_its_own_part(graded, student):
 @pytest.mark.slow
 def test_the_gradebook_holds_the_same_scores_and_feedback_names_hidden_cases_by_label_only(graded):
     course, _, results = graded
-    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
-        for student in SAMPLES:
-            notebook = gradebook.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
-            cells = {grade.name: grade.score for grade in notebook.grades}
-            assert cells == {g: (c["points"] if c["passed"] else 0) for g, c in results[student].checks.items()}
-            assert (notebook.score, notebook.max_score) == (results[student].score, 14)
+    assert_gradebook_holds_the_results(course.root, COURSE_ID, ASSIGNMENT, NOTEBOOK,
+                                       {s: results[s] for s in SAMPLES}, 14)
     message = results["causal-mask-not-shifted"].checks["test-cached-attention"]["message"]
     assert re.search(r"hidden case '.*a cache of \d+ earlier tokens", message)
     assert "run_hidden_check" not in message and "BEGIN HIDDEN TESTS" not in message

@@ -18,7 +18,6 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from nbgrader.api import Gradebook
 
 import in_process
 from attention_course import positions, tiled_attention, transformer as book_transformer
@@ -31,7 +30,7 @@ from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
 from attention_course.grading.submission import given_helpers
 from attention_course.grading.verdicts import Outcome, judge_case
 from canonical_bugs import CANONICAL_BUGS
-from grading_support import assert_only_these_checks_failed, filled, submit
+from grading_support import assert_gradebook_holds_the_results, assert_only_these_checks_failed, filled, submit
 
 ASSIGNMENT = NOTEBOOK = "transformer"
 POINTS = {"test-encoder-layer": 4, "test-rope": 2, "test-tiled-attention": 6, "test-rotary-cache": 4}
@@ -187,12 +186,8 @@ def test_each_bug_and_shortcut_costs_exactly_the_points_of_its_own_part(graded, 
 @pytest.mark.slow
 def test_the_gradebook_holds_the_same_scores_and_feedback_names_hidden_cases_by_label_only(graded):
     course, _, results = graded
-    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
-        for student in SAMPLES:
-            notebook = gradebook.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
-            cells = {grade.name: grade.score for grade in notebook.grades}
-            assert cells == {g: (c["points"] if c["passed"] else 0) for g, c in results[student].checks.items()}
-            assert (notebook.score, notebook.max_score) == (results[student].score, 16)
+    assert_gradebook_holds_the_results(course.root, COURSE_ID, ASSIGNMENT, NOTEBOOK,
+                                       {s: results[s] for s in SAMPLES}, 16)
     message = results["cache-without-offset"].checks["test-rotary-cache"]["message"]
     assert re.search(r"hidden case '.*after a cache of \d+ earlier tokens", message)
     message = results["nan-first-tile"].checks["test-tiled-attention"]["message"]
