@@ -80,14 +80,18 @@ def test_grade_help_lists_the_assignments():
 def test_release_keeps_the_instructors_config_and_refuses_to_replace_an_edited_source(tmp_path):
     course = Course(tmp_path / "course")
     course.root.mkdir()
+    shared = tmp_path / "srv" / "grades"
+    shared.mkdir(parents=True)
     own = ("c = get_config()  # noqa: F821\n"
            "c.Exchange.timezone = 'Asia/Shanghai'\n"
            "c.AssignLatePenalties.plugin_class = 'mycourse.HalfOffPerDay'\n"
-           "c.CourseDirectory.db_url = 'sqlite:////srv/grades/gradebook.db'\n")
+           f"c.CourseDirectory.db_url = 'sqlite:///{shared}/gradebook.db'\n")
     (course.root / "nbgrader_config.py").write_text(own)
     course.generate("soft-hard")
     config = (course.root / "nbgrader_config.py").read_text()
     assert config.startswith(own) and "c.CourseDirectory.course_id = 'attention-course'" in config
+    # the gradebook is where the instructor's config puts it, not in the course folder
+    assert (shared / "gradebook.db").is_file() and not (course.root / "gradebook.db").exists()
     course.generate("soft-hard")  # again: unchanged source, nothing added twice
     assert (course.root / "nbgrader_config.py").read_text() == config
 

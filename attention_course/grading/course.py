@@ -35,6 +35,7 @@ from tqdm import tqdm
 from attention_course.grading import lms, sandbox
 from attention_course.grading.checks import checks_for
 from attention_course.grading.grade import NotebookResult, grade_notebook
+from attention_course.grading.gradebook import gradebook_url, has_gradebook, open_gradebook
 from attention_course.grading.nbgrader_bridge import (
     COURSE_ID, record_in_gradebook, results_path, written_answers, written_cells,
 )
@@ -116,6 +117,7 @@ class Course:
         config = Config()
         config.CourseDirectory.root = str(self.root)
         config.CourseDirectory.course_id = COURSE_ID
+        config.CourseDirectory.db_url = gradebook_url(self.root)
         return config
 
     def api(self) -> NbGraderAPI:
@@ -460,12 +462,11 @@ class Course:
 
     def _gradebook_scores(self, assignment: str, student: str) -> dict[str, float] | None:
         """{grade id: auto score} of the student's recorded submission, or None if there is none."""
-        from nbgrader.api import Gradebook, MissingEntry
+        from nbgrader.api import MissingEntry
 
-        path = self.root / "gradebook.db"
-        if not path.is_file():
+        if not has_gradebook(self.root):
             return None
-        with Gradebook(f"sqlite:///{path}", COURSE_ID) as gradebook:
+        with open_gradebook(self.root) as gradebook:
             try:
                 submission = gradebook.find_submission(assignment, student)
             except MissingEntry:
@@ -477,12 +478,11 @@ class Course:
     def written_grades(self, assignment: str, student: str) -> list[WrittenGrade]:
         """The hand-graded cells of the student's recorded submission, as the gradebook holds them (formgrader's
         scores and comments); empty if there is no recorded submission or nothing is graded by hand."""
-        from nbgrader.api import Gradebook, MissingEntry
+        from nbgrader.api import MissingEntry
 
-        path = self.root / "gradebook.db"
-        if not path.is_file():
+        if not has_gradebook(self.root):
             return []
-        with Gradebook(f"sqlite:///{path}", COURSE_ID) as gradebook:
+        with open_gradebook(self.root) as gradebook:
             try:
                 submission = gradebook.find_submission(assignment, student)
             except MissingEntry:
@@ -554,7 +554,7 @@ class Course:
         one graded (nbgrader's autograde would mark it for review on every run); an answer that changed since
         (a resubmission), or whose grade was already marked for regrading, is marked for regrading.
         ``before``: {(notebook, grade id): needs_manual_grade} of the cells with a manual score before the record."""
-        from nbgrader.api import Gradebook, MissingEntry
+        from nbgrader.api import MissingEntry
 
         store = self._written_store(assignment, student)
         try:
@@ -563,7 +563,7 @@ class Course:
             previous = {}
         folder = self.root / "submitted" / student / assignment
         current = {nb: written_answers(folder / f"{nb}.ipynb", notebook) for nb, notebook in released.items()}
-        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        with open_gradebook(self.root) as gradebook:
             try:
                 submission = gradebook.find_submission(assignment, student)
             except MissingEntry:
@@ -599,9 +599,9 @@ class Course:
 
     def _update_gradebook_student(self, assignment: str, student: str, person: "lms.Student | None", flagged: bool) -> None:
         """The student's name and LMS id in nbgrader's gradebook, and formgrader's flag on a submission with notes."""
-        from nbgrader.api import Gradebook, MissingEntry
+        from nbgrader.api import MissingEntry
 
-        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        with open_gradebook(self.root) as gradebook:
             if person is not None:
                 last, _, first = person.name.partition(", ") if ", " in person.name else ("", "", person.name)
                 gradebook.update_or_create_student(student, first_name=first or None, last_name=last or None,
@@ -661,12 +661,11 @@ class Course:
 
     def _all_written(self, assignment: str) -> dict[str, list[WrittenGrade]]:
         """{student: their hand-graded cells} of every recorded submission of ``assignment``."""
-        from nbgrader.api import Gradebook, MissingEntry
+        from nbgrader.api import MissingEntry
 
-        path = self.root / "gradebook.db"
-        if not path.is_file():
+        if not has_gradebook(self.root):
             return {}
-        with Gradebook(f"sqlite:///{path}", COURSE_ID) as gradebook:
+        with open_gradebook(self.root) as gradebook:
             try:
                 submissions = gradebook.find_assignment(assignment).submissions
             except MissingEntry:
@@ -675,9 +674,8 @@ class Course:
 
     def _record_directly(self, assignment: str, student: str, points: dict[str, float]) -> None:
         """Write the grader's scores into the gradebook with nbgrader's own API."""
-        from nbgrader.api import Gradebook
 
-        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        with open_gradebook(self.root) as gradebook:
             gradebook.update_or_create_student(student)
             submission = gradebook.update_or_create_submission(assignment, student)
             for notebook in submission.notebooks:
@@ -690,9 +688,8 @@ class Course:
 
     def _record_missing(self, assignment: str, student: str) -> None:
         """A submission folder without notebooks: in the gradebook with zero, as nbgrader does for a missing notebook."""
-        from nbgrader.api import Gradebook
 
-        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        with open_gradebook(self.root) as gradebook:
             gradebook.update_or_create_student(student)
             submission = gradebook.update_or_create_submission(assignment, student)
             for notebook in submission.notebooks:
@@ -800,13 +797,11 @@ class Course:
         """{assignment: the gradebook's grade of every submission} for the assignments with submissions; the
         gradebook's scores, so a score changed by hand in formgrader (a written answer's above all) is the one
         exported. Each grade lists the hand-graded answers that still await a manual grade."""
-        from nbgrader.api import Gradebook
 
-        path = self.root / "gradebook.db"
-        if not path.is_file():
+        if not has_gradebook(self.root):
             return {}
         grades: dict[str, list[lms.Grade]] = {}
-        with Gradebook(f"sqlite:///{path}", COURSE_ID) as gradebook:
+        with open_gradebook(self.root) as gradebook:
             for assignment in gradebook.assignments:
                 people = self.people(assignment.name)
                 by_hand = any(_written_names(notebook) for notebook in assignment.notebooks)
@@ -873,12 +868,11 @@ class Course:
         return tuple(table) if table else None
 
     def _nbgrader_csv(self, grades: dict[str, list[lms.Grade]]) -> str:
-        from nbgrader.api import Gradebook
 
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=self.NBGRADER_COLUMNS, lineterminator="\n")
         writer.writeheader()
-        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        with open_gradebook(self.root) as gradebook:
             for name in grades:
                 assignment = gradebook.find_assignment(name)
                 included = {g.student for g in grades[name]}

@@ -29,10 +29,10 @@ from traitlets import Unicode
 from traitlets.config import Config
 
 from attention_course.grading.grade import NotebookResult
+from attention_course.grading.gradebook import COURSE_ID, gradebook_url
 from attention_course.grading.runner import refused_by_grader
 from attention_course.grading.submission import HIDDEN_TESTS
 
-COURSE_ID = "attention-course"
 
 
 def results_path(results_dir: Path, assignment: str, student: str, notebook: str) -> Path:
@@ -203,6 +203,7 @@ def autograde_config(root: Path, results_dir: Path, assignment: str, student: st
     config = Config()
     config.CourseDirectory.root = str(root)
     config.CourseDirectory.course_id = COURSE_ID
+    config.CourseDirectory.db_url = gradebook_url(root)
     config.CourseDirectory.assignment_id = assignment
     config.CourseDirectory.student_id = student
     config.Autograde.sanitize_preprocessors = [

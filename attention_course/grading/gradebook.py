@@ -1,0 +1,46 @@
+"""Where the course's gradebook lives, and the one way the grader opens it.
+
+nbgrader keeps its gradebook in ``gradebook.db`` (SQLite) in the course folder unless the course's
+``nbgrader_config.py`` sets ``c.CourseDirectory.db_url``: a server that instructors and TAs share (PostgreSQL).
+Every reader and writer of the gradebook here, nbgrader's own pipeline included, goes through
+:func:`gradebook_url`, so the grades land where formgrader reads them.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from nbgrader.api import Gradebook
+
+COURSE_ID = "attention-course"
+
+
+def gradebook_url(root: Path) -> str:
+    """The gradebook's SQLAlchemy URL: the course config's ``c.CourseDirectory.db_url``, else SQLite in ``root``."""
+    config = root / "nbgrader_config.py"
+    if config.is_file():
+        from traitlets.config.loader import PyFileConfigLoader
+
+        loaded = PyFileConfigLoader(config.name, path=str(root)).load_config()
+        url = loaded.get("CourseDirectory", {}).get("db_url")
+        if url:
+            return str(url)
+    return f"sqlite:///{Path(root).resolve() / 'gradebook.db'}"
+
+
+def has_gradebook(root: Path) -> bool:
+    """Whether there is a gradebook to read (a SQLite file that exists; a server's is assumed to)."""
+    url = gradebook_url(root)
+    return not url.startswith("sqlite:///") or Path(url[len("sqlite:///"):]).is_file()
+
+
+@contextmanager
+def open_gradebook(root: Path) -> Iterator["Gradebook"]:
+    """nbgrader's :class:`~nbgrader.api.Gradebook` of the course at ``root``, closed on leaving."""
+    from nbgrader.api import Gradebook as NbgraderGradebook
+
+    with NbgraderGradebook(gradebook_url(root), COURSE_ID) as gradebook:
+        yield gradebook
