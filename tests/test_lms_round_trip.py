@@ -57,7 +57,7 @@ def test_which_notebook_is_graded_among_several():
 
 
 def test_a_folder_in_nbgrader_layout_gets_the_same_choice(tmp_path):
-    from attention_course.grading.course import _adopt_renamed_notebook
+    from attention_course.grading.intake import adopt_renamed_notebook as _adopt_renamed_notebook
 
     release = lms_exports.released()
     folder = tmp_path / "submitted" / "alice" / "soft-hard"

@@ -255,7 +255,8 @@ def _quiet_nbgrader_internals() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from attention_course.grading.course import REPOSITORY, Course, assignments_in
+    from attention_course.grading.course import Course
+    from attention_course.grading.layout import REPOSITORY, assignments_in
 
     _quiet_nbgrader_internals()
     assignments = ", ".join(assignments_in(REPOSITORY / "solutions"))

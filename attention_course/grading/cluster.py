@@ -31,7 +31,7 @@ from importlib import metadata
 from pathlib import Path
 
 from attention_course.grading import sandbox
-from attention_course.grading.course import CourseError
+from attention_course.grading.errors import CourseError
 
 CONNECT_SECONDS = 15  # to reach the scheduler, and then for its first worker to show up
 RETRIES = 1  # a task that raised (a worker's full disk, say) runs once more; a dead worker's task always reruns
@@ -229,7 +229,7 @@ def _submitted_bytes(path: Path, largest: int):
 
 def _environment() -> dict:
     """What a grade depends on besides its inputs: the grader's code and the versions of what it computes with."""
-    from attention_course.grading import course as course_module
+    from attention_course.grading.fingerprints import grader_fingerprint
 
     versions = {"python": platform.python_version()}
     for package in GRADING_PACKAGES:
@@ -237,7 +237,7 @@ def _environment() -> dict:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = "missing"
-    return {"grader": course_module._grader_fingerprint(), "versions": versions}
+    return {"grader": grader_fingerprint(), "versions": versions}
 
 
 _SANDBOX_STARTS = threading.Event()  # set once this process has started a sandbox (a failure is probed again)
