@@ -87,14 +87,23 @@ def course(tmp_path_factory):
     return course
 
 
+def _left_in(folder: Path, wait_s: float = 30) -> list[str]:
+    """What is in ``folder`` (a temp dir whose grader is gone), given ``wait_s`` for it to be cleaned up."""
+    deadline = time.monotonic() + wait_s
+    while (left := sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
 @pytest.fixture(scope="module")
-def interrupted(course):
+def interrupted(course, tmp_path_factory):
     name, value = MARK.split("=")
+    tmp = tmp_path_factory.mktemp("grader-tmp")  # the grader's TMPDIR
     # As from a terminal: Ctrl-C's default action, even when this suite runs in the background of a
     # script (where SIGINT is inherited as ignored, and Python then installs no handler for it).
     process = subprocess.Popen(_cli("grade", ASSIGNMENT, "--course", str(course.root), "--jobs", "1"),
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, name: value},
+                               env={**os.environ, name: value, "TMPDIR": str(tmp)},
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = results_path(course.results_dir, ASSIGNMENT, "a-quick", ASSIGNMENT)
     deadline = time.monotonic() + 300
@@ -106,7 +115,7 @@ def interrupted(course):
     started = time.monotonic()
     stdout, stderr = process.communicate(timeout=120)
     return dict(returncode=process.returncode, stdout=stdout, stderr=stderr, seconds=time.monotonic() - started,
-                running=running, leftover=_marked_processes())
+                running=running, leftover=_marked_processes(), left_in_tmp=_left_in(tmp))
 
 
 def test_ctrl_c_stops_the_batch_says_how_far_it_got_and_exits_130(interrupted):
@@ -115,6 +124,7 @@ def test_ctrl_c_stops_the_batch_says_how_far_it_got_and_exits_130(interrupted):
     assert interrupted["seconds"] < 30
     assert interrupted["running"], "no sandbox was running when Ctrl-C came: the test proves nothing"
     assert interrupted["leftover"] == set()
+    assert interrupted["left_in_tmp"] == []  # no warm template's spool, no run's folder
 
 
 def test_ctrl_c_records_what_was_graded_and_nothing_half_graded(course, interrupted):

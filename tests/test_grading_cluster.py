@@ -10,6 +10,10 @@ code, no bubblewrap) are refused by name, and an unreachable scheduler gets one 
 The workers run without a nanny (``--no-nanny``): the process the test starts is the worker itself,
 so killing it takes the worker off the cluster for good, as when a machine dies; with a nanny, a
 killed worker would be restarted in its place.
+
+The workers' temp dir (TMPDIR) is a folder of the test's own: once every worker is gone, the killed
+one included, it must be empty again (nothing the grader made there, such as a warm template's
+spool, is left behind).
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ class DaskProcesses:
         from distributed import Client
 
         self.folder = folder
+        self.tmp = folder / "tmp"  # the workers' TMPDIR
+        self.tmp.mkdir()
         self.processes: dict[str, subprocess.Popen] = {}
         self.address = f"tcp://127.0.0.1:{_free_port()}"
         self._start("scheduler", [str(DASK), "scheduler", "--host", "127.0.0.1", "--port",
@@ -105,7 +111,8 @@ class DaskProcesses:
         for name in names:
             (self.folder / name).mkdir()
             self._start(name, [str(DASK), "worker", self.address, "--name", name, "--nthreads", "1", "--no-nanny",
-                               "--no-dashboard", "--local-directory", str(self.folder / name)], env)
+                               "--no-dashboard", "--local-directory", str(self.folder / name)],
+                        {"TMPDIR": str(self.tmp), **(env or {})})
         deadline = time.monotonic() + STARTUP_S
         while not set(names) <= self.worker_names():
             for name in names:
@@ -162,12 +169,22 @@ class DaskProcesses:
                     pass
             process.wait()
 
+    def left_in_tmp(self, wait_s: float = 30) -> list[str]:
+        """What the workers left in their TMPDIR, once every worker is gone (given ``wait_s`` to be cleaned up)."""
+        deadline = time.monotonic() + wait_s
+        while (left := sorted(p.relative_to(self.tmp).as_posix() for p in self.tmp.rglob("*"))) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return left
+
 
 @pytest.fixture
 def dask_processes(tmp_path_factory):
     processes = DaskProcesses(tmp_path_factory.mktemp("dask"))
     yield processes
     processes.close()
+    left = processes.left_in_tmp()
+    assert left == [], f"the workers left in their TMPDIR: {left}"
 
 
 def _make_course(root: Path) -> Course:

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -252,3 +256,28 @@ def test_the_interpreters_folders_below_tmp_stay_visible_in_a_fresh_tmp(tmp_path
     facts = json.loads(next(line for line in warm.output_tail.splitlines() if line.startswith("FACTS "))[6:])
     below_tmp = sorted({path.split("/")[2] for path in sandbox._python_paths() if path.startswith("/tmp/")})
     assert facts == cold == {"where": "found", "writable": False, "tmp": below_tmp}, warm.output_tail
+
+
+def test_a_killed_grader_leaves_nothing_in_its_temp_dir(tmp_path):
+    """A grader SIGKILLed (it cannot clean up) in the middle of a warm run leaves no spool, no run's folder."""
+    tmp = tmp_path / "tmp"  # the grader's TMPDIR
+    tmp.mkdir()
+    grader = textwrap.dedent('''
+        import time
+        from attention_course.grading import sandbox
+        with sandbox.workspace() as (folder, template):
+            print(template is not None, folder, flush=True)
+            time.sleep(600)
+    ''')
+    process = subprocess.Popen([sys.executable, "-c", grader], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               text=True, env={**os.environ, "TMPDIR": str(tmp)})
+    try:
+        warm, folder = process.stdout.readline().split()
+        assert warm == "True" and Path(folder).is_dir() and Path(folder).is_relative_to(tmp)  # a run in a spool
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    deadline = time.monotonic() + 30
+    while (left := sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*"))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == []

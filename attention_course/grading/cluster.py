@@ -297,7 +297,7 @@ def _grade_on_worker(job: dict):
         raise WorkerUnfit(f"worker {report['name']} " + "; ".join(reasons))
     every_check = checks_for(job["assignment"])
     checks = {grade_id: every_check[grade_id] for grade_id in job["grade_ids"]}
-    with tempfile.TemporaryDirectory(prefix="grade-remote-") as folder:
+    with tempfile.TemporaryDirectory(prefix="grade-remote-", dir=sandbox.scratch_folder()) as folder:
         submitted = Path(folder) / "submitted" / job["notebook_name"]
         release = Path(folder) / "release"
         submitted.parent.mkdir()
