@@ -35,7 +35,7 @@ from tqdm import tqdm
 from attention_course.grading import lms, sandbox
 from attention_course.grading.checks import checks_for
 from attention_course.grading.grade import NotebookResult, grade_notebook
-from attention_course.grading.gradebook import gradebook_url, has_gradebook, open_gradebook
+from attention_course.grading.gradebook import fitted, gradebook_url, has_gradebook, open_gradebook
 from attention_course.grading.nbgrader_bridge import (
     COURSE_ID, record_in_gradebook, results_path, written_answers, written_cells,
 )
@@ -604,8 +604,8 @@ class Course:
         with open_gradebook(self.root) as gradebook:
             if person is not None:
                 last, _, first = person.name.partition(", ") if ", " in person.name else ("", "", person.name)
-                gradebook.update_or_create_student(student, first_name=first or None, last_name=last or None,
-                                                   email=person.email or None, lms_user_id=person.lms_id or None)
+                gradebook.update_or_create_student(student, first_name=fitted(first), last_name=fitted(last),
+                                                   email=fitted(person.email), lms_user_id=fitted(person.lms_id))
             if flagged:
                 try:
                     submission = gradebook.find_submission(assignment, student)
