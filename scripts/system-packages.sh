@@ -2,7 +2,8 @@
 # Make sure the Debian packages the course needs are present; install them when we may (root with apt-get).
 #   book: a CJK font for the figures' Chinese labels
 #   npm:  Node.js and npm, to fetch the scripts the book serves itself (web/package-lock.json)
-#   test: Chromium for the browser tests, bubblewrap for the grading sandbox
+#   test: Chromium for the browser tests, bubblewrap for the grading sandbox, a PostgreSQL server for the
+#         shared-gradebook test (it starts a throwaway one from these binaries)
 set -euo pipefail
 
 declare -A check=(
@@ -10,11 +11,12 @@ declare -A check=(
   [npm]='command -v npm'
   [chromium]='command -v chromium'
   [bubblewrap]='command -v bwrap'
+  [postgresql]='compgen -G "/usr/lib/postgresql/*/bin/pg_ctl"'
 )
 case "${1:?usage: system-packages.sh book|npm|test}" in
   book) wanted=(fonts-wqy-microhei) ;;
   npm) wanted=(npm) ;;
-  test) wanted=(fonts-wqy-microhei chromium bubblewrap) ;;
+  test) wanted=(fonts-wqy-microhei chromium bubblewrap postgresql) ;;
   *) echo "unknown group: $1" >&2; exit 2 ;;
 esac
 

@@ -5,7 +5,7 @@ cat <<'HEADER'
 # Conda users: `conda env create -f environment.yml && conda activate attention-course`,
 # then `pip install --no-deps -e .` and build both editions with `python scripts/build_book.py`.
 # The pip list below is requirements.txt, pin for pin (tests/test_environment.py checks it).
-# Debian/Ubuntu also need: fonts-wqy-microhei (figures), chromium and bubblewrap (tests, grading).
+# Debian/Ubuntu also need: fonts-wqy-microhei (figures), chromium, bubblewrap and postgresql (tests, grading).
 name: attention-course
 channels:
   - conda-forge

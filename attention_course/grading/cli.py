@@ -133,6 +133,7 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
           force: bool = False, reseed: bool = False, roster: Path | None = None, student: str | None = None,
           cluster: str | None = None, cold: bool = False) -> int:
     from attention_course.grading.course import Course, GradingInterrupted
+    from attention_course.grading.gradebook import gradebook_location
 
     if jobs is not None and jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
@@ -190,7 +191,7 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
     flagged = [s for s in summaries if any(not f.startswith("unchanged since") for f in s.flags)]
     mean = sum(s.score for s in summaries) / len(summaries)
     print(f"\n{len(summaries)} student{'s' if len(summaries) != 1 else ''} graded, mean {mean:.2f}; {len(flagged)} with notes above "
-          f"(flagged in formgrader). Gradebook: {course.root / 'gradebook.db'}; "
+          f"(flagged in formgrader). Gradebook: {gradebook_location(course.root)}; "
           f"report: {course.root / 'reports' / (assignment + '.csv')}")
     awaiting = [s for s in summaries if s.awaiting]
     if awaiting:

@@ -8,6 +8,7 @@ Every reader and writer of the gradebook here, nbgrader's own pipeline included,
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -29,6 +30,20 @@ def gradebook_url(root: Path) -> str:
         if url:
             return str(url)
     return f"sqlite:///{Path(root).resolve() / 'gradebook.db'}"
+
+
+def gradebook_location(root: Path) -> str:
+    """Where the gradebook is, to print: the SQLite file's path, or the server's URL without its password."""
+    url = gradebook_url(root)
+    if url.startswith("sqlite:///"):
+        return url[len("sqlite:///"):]
+    return re.sub(r"^([^:/]+://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def fitted(text: str | None) -> str | None:
+    """``text`` as nbgrader's gradebook can hold it in a name, email or id column (``String(128)``): PostgreSQL
+    refuses a longer value, which SQLite would keep whole, so both keep its first 128 characters. None if empty."""
+    return text[:128] if text else None
 
 
 def has_gradebook(root: Path) -> bool:

@@ -20,7 +20,7 @@ from typing import Iterator
 
 from attention_course.grading import lms
 from attention_course.grading.grade import NotebookResult
-from attention_course.grading.gradebook import has_gradebook, open_gradebook
+from attention_course.grading.gradebook import fitted, has_gradebook, open_gradebook
 from attention_course.grading.intake import notes_of, people as read_people, read_intake
 from attention_course.grading.layout import Layout
 from attention_course.grading.nbgrader_bridge import record_in_gradebook, written_cells
@@ -191,8 +191,8 @@ def update_student(layout: Layout, assignment: str, student: str, person: "lms.S
     with open_gradebook(layout.root) as gradebook:
         if person is not None:
             last, _, first = person.name.partition(", ") if ", " in person.name else ("", "", person.name)
-            gradebook.update_or_create_student(student, first_name=first or None, last_name=last or None,
-                                               email=person.email or None, lms_user_id=person.lms_id or None)
+            gradebook.update_or_create_student(student, first_name=fitted(first), last_name=fitted(last),
+                                               email=fitted(person.email), lms_user_id=fitted(person.lms_id))
         if flagged:
             try:
                 submission = gradebook.find_submission(assignment, student)
