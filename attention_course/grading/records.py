@@ -5,8 +5,8 @@ batch grades on (the grading threads wait on sandboxes; the coordinator's Python
 record is nbgrader's own autograde pipeline with the trusted verdicts applied (:mod:`nbgrader_bridge`),
 then a check that the gradebook holds exactly the grader's scores (written directly if not), the answers
 graded by hand settled (:mod:`written`), the student's name and LMS id, and formgrader's flag on a
-submission with notes. While a recorder runs, every gradebook nbgrader opens shares one database engine,
-so the statements are compiled once for the whole batch rather than once per student.
+submission with notes: all of it in one gradebook session lent to nbgrader (:mod:`recording_session`),
+committed once a student.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from typing import Iterator
 
 from attention_course.grading import lms
 from attention_course.grading.grade import NotebookResult
-from attention_course.grading.gradebook import fitted, has_gradebook, open_gradebook
+from attention_course.grading.gradebook import fitted, gradebook_url, has_gradebook, open_gradebook
 from attention_course.grading.intake import notes_of, people as read_people, read_intake
 from attention_course.grading.layout import Layout
 from attention_course.grading.nbgrader_bridge import record_in_gradebook, written_cells
+from attention_course.grading.recording_session import lent_gradebook
 from attention_course.grading.written import settle_written, written_grades, written_names
 
 
@@ -107,17 +108,26 @@ class Recorder:
             raise self._error
 
     def _run(self) -> None:
+        root = self.layout.root
         try:
-            with _quiet_nbgrader(), shared_engines():
+            with (_quiet_nbgrader(), open_gradebook(root) as gradebook,
+                  lent_gradebook(gradebook, gradebook_url(root)) as held):
                 while (student := self._queue.get()) is not None:
-                    self.record(student)
+                    try:
+                        self.record(held, student)
+                        gradebook.db.commit()
+                    except BaseException:
+                        gradebook.db.rollback()
+                        raise
                     self.recorded.append(student)
         except BaseException as error:  # (said by close, on the coordinating thread)
             self._error = error
             while self._queue.get() is not None:  # let close() return
                 pass
 
-    def record(self, student: str) -> None:
+    def record(self, gradebook, student: str) -> None:
+        """One student's record, in ``gradebook`` (the recorder's, lent to nbgrader's pipeline, its commits
+        held); the caller commits it, or rolls it back."""
         layout, assignment, notebooks = self.layout, self.assignment, self.notebooks
         summary = self.summaries[student]
         loaded = {nb: NotebookResult.load(p) for nb in notebooks
@@ -126,41 +136,40 @@ class Recorder:
         by_hand = any(self.written.values())
         if student not in self.reused and results:
             expected = expected_scores(results)
-            before = {(g.notebook, g.grade_id): g.awaiting for g in written_grades(layout, assignment, student)
+            before = {(g.notebook, g.grade_id): g.awaiting for g in written_grades(layout, assignment, student, gradebook)
                       if g.manual is not None} if by_hand else {}
             try:
                 if not any(r.readable for r in results):
-                    record_missing(layout, assignment, student)  # nbgrader itself cannot read these
+                    record_missing(gradebook, assignment, student)  # nbgrader itself cannot read these
                 else:
                     record_in_gradebook(layout.root, layout.results_dir, assignment, student)
             except BaseException as error:  # nbgrader exits via SystemExit on some errors
                 if isinstance(error, KeyboardInterrupt):
                     raise
+                gradebook.db.rollback()  # (what nbgrader wrote of this student before it failed)
                 summary.flags.append(f"nbgrader's autograde could not record this submission "
                                      f"({type(error).__name__}: {str(error)[:200]}): recorded directly")
-            with open_gradebook(layout.root) as gradebook:
+            if recorded_scores(gradebook, assignment, student) != expected:
+                record_directly(gradebook, assignment, student, expected)
                 if recorded_scores(gradebook, assignment, student) != expected:
-                    record_directly(gradebook, assignment, student, expected)
-                    if recorded_scores(gradebook, assignment, student) != expected:
-                        summary.flags.append("THE GRADEBOOK DOES NOT HOLD THIS GRADE: record it by hand")
-                if by_hand:
-                    settle_written(layout, gradebook, assignment, student, self.released, before, summary.flags)
-                    gradebook.db.commit()
+                    summary.flags.append("THE GRADEBOOK DOES NOT HOLD THIS GRADE: record it by hand")
+            if by_hand:
+                settle_written(layout, gradebook, assignment, student, self.released, before, summary.flags)
         summary.flags[:0] = notes_of(layout, assignment, student, notebooks, self.intake, results=loaded)
         summary.auto_score, summary.auto_max, summary.seconds = (sum(getattr(r, name) for r in results)
                                                                  for name in ("score", "max_score", "seconds"))
-        hand = written_grades(layout, assignment, student) if results and by_hand else []
+        hand = written_grades(layout, assignment, student, gradebook) if results and by_hand else []
         summary.score = summary.auto_score + sum(g.score for g in hand)
         summary.max_score = summary.auto_max + (sum(sum(w.values()) for w in self.written.values()) if results else 0.0)
         summary.awaiting = [g.label() for g in hand if g.awaiting]
         if results:
-            update_student(layout, assignment, student, self.people.get(student), flagged=bool(summary.flags))
+            update_student(gradebook, assignment, student, self.people.get(student), flagged=bool(summary.flags))
         if student in self.reused:
             summary.flags.append("unchanged since its last grade (not graded again; --force to regrade)")
 
 
 def record_directly(gradebook, assignment: str, student: str, points: dict[str, float]) -> None:
-    """Write the grader's scores into the gradebook with nbgrader's own API."""
+    """Write the grader's scores into the gradebook with nbgrader's own API (the caller commits)."""
     gradebook.update_or_create_student(student)
     submission = gradebook.update_or_create_submission(assignment, student)
     for notebook in submission.notebooks:
@@ -169,38 +178,38 @@ def record_directly(gradebook, assignment: str, student: str, points: dict[str, 
             if grade.cell_type == "code" and grade.name not in written:
                 grade.auto_score = points.get(grade.name, 0.0)
                 grade.needs_manual_grade = False
-    gradebook.db.commit()
+    gradebook.db.flush()
 
 
-def record_missing(layout: Layout, assignment: str, student: str) -> None:
-    """A submission folder without notebooks: in the gradebook with zero, as nbgrader does for a missing notebook."""
-    with open_gradebook(layout.root) as gradebook:
-        gradebook.update_or_create_student(student)
-        submission = gradebook.update_or_create_submission(assignment, student)
-        for notebook in submission.notebooks:
-            for grade in notebook.grades:
-                grade.auto_score = 0
-                grade.needs_manual_grade = False
-        gradebook.db.commit()
+def record_missing(gradebook, assignment: str, student: str) -> None:
+    """A submission folder without notebooks: in the gradebook with zero, as nbgrader does for a missing
+    notebook (the caller commits)."""
+    gradebook.update_or_create_student(student)
+    submission = gradebook.update_or_create_submission(assignment, student)
+    for notebook in submission.notebooks:
+        for grade in notebook.grades:
+            grade.auto_score = 0
+            grade.needs_manual_grade = False
+    gradebook.db.flush()
 
 
-def update_student(layout: Layout, assignment: str, student: str, person: "lms.Student | None", flagged: bool) -> None:
-    """The student's name and LMS id in nbgrader's gradebook, and formgrader's flag on a submission with notes."""
+def update_student(gradebook, assignment: str, student: str, person: "lms.Student | None", flagged: bool) -> None:
+    """The student's name and LMS id in nbgrader's gradebook, and formgrader's flag on a submission with
+    notes (the caller commits)."""
     from nbgrader.api import MissingEntry
 
-    with open_gradebook(layout.root) as gradebook:
-        if person is not None:
-            last, _, first = person.name.partition(", ") if ", " in person.name else ("", "", person.name)
-            gradebook.update_or_create_student(student, first_name=fitted(first), last_name=fitted(last),
-                                               email=fitted(person.email), lms_user_id=fitted(person.lms_id))
-        if flagged:
-            try:
-                submission = gradebook.find_submission(assignment, student)
-            except MissingEntry:
-                return
-            for notebook in submission.notebooks:
-                notebook.flagged = True
-            gradebook.db.commit()
+    if person is not None:
+        last, _, first = person.name.partition(", ") if ", " in person.name else ("", "", person.name)
+        gradebook.update_or_create_student(student, first_name=fitted(first), last_name=fitted(last),
+                                           email=fitted(person.email), lms_user_id=fitted(person.lms_id))
+    if flagged:
+        try:
+            submission = gradebook.find_submission(assignment, student)
+        except MissingEntry:
+            return
+        for notebook in submission.notebooks:
+            notebook.flagged = True
+        gradebook.db.flush()
 
 
 @contextlib.contextmanager
@@ -212,37 +221,3 @@ def _quiet_nbgrader() -> Iterator[None]:
         # instructor could act on, it would bury the summary.
         warnings.filterwarnings("ignore", category=SAWarning, module=r"nbgrader\.")
         yield
-
-
-_ENGINES_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def shared_engines() -> Iterator[None]:
-    """While inside, every :class:`nbgrader.api.Gradebook` opened for one database URL uses one SQLAlchemy
-    engine (nbgrader makes a new engine for each, so each statement is compiled anew on every open: about a
-    quarter of a record). Engines are safe to share between threads; the connections still come and go."""
-    import nbgrader.api
-
-    with _ENGINES_LOCK:
-        make = nbgrader.api.create_engine
-        if getattr(make, "shared", False):  # already inside (another recorder): nothing to add
-            yield
-            return
-        engines: dict[str, object] = {}
-
-        def shared(url, **options):
-            key = str(url)
-            if key not in engines:
-                engines[key] = make(url, **options)
-            return engines[key]
-
-        shared.shared = True
-        nbgrader.api.create_engine = shared
-    try:
-        yield
-    finally:
-        with _ENGINES_LOCK:
-            nbgrader.api.create_engine = make
-        for engine in engines.values():
-            engine.dispose()
