@@ -10,7 +10,8 @@ checked against the grader's. With ``--before N`` the first N students are also 
 change (nbgrader's pipeline opening its own gradebooks, one student at a time), into a copy of the course.
 
 Run: ``.venv/bin/python bench/records.py [--students 300] [--before 20]``; prints students recorded per
-second with the load average beside it and writes bench/results/records.json.
+second with the load average beside it, and the recording thread's CPU time a student (what the rate
+would be with a core to itself), and writes bench/results/records.json.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def grow(course: Course, students: int) -> list[str]:
     return names
 
 
-def record_with_recorder(course: Course, students: list[str]) -> float:
+def record_with_recorder(course: Course, students: list[str]) -> tuple[float, float]:
+    """Wall seconds, and the recorder thread's CPU seconds."""
     from attention_course.grading.records import Recorder, StudentSummary
 
     summaries = {s: StudentSummary(s) for s in students}
@@ -68,7 +70,7 @@ def record_with_recorder(course: Course, students: list[str]) -> float:
     for student in students:
         recorder.add(student)
     recorder.close()
-    return time.perf_counter() - started
+    return time.perf_counter() - started, recorder.cpu_seconds
 
 
 def record_as_before(course: Course, students: list[str]) -> float:
@@ -79,12 +81,12 @@ def record_as_before(course: Course, students: list[str]) -> float:
 
     students = [s for s in students
                 if NotebookResult.load(course.layout.results_path(ASSIGNMENT, s, ASSIGNMENT)).readable]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.thread_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for student in students:
             record_in_gradebook(course.root, course.results_dir, ASSIGNMENT, student)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.thread_time() - cpu
 
 
 def check(course: Course, students: list[str]) -> None:
@@ -112,22 +114,26 @@ def main() -> None:
             shutil.copytree(course.root, Path(folder) / "before")
             before = Course(Path(folder) / "before")
             load = os.getloadavg()
-            seconds = record_as_before(before, students[:args.before])
+            seconds, cpu = record_as_before(before, students[:args.before])
             counted = sum(1 for n, _ in enumerate(students[:args.before]) if n % 3 != 2)
             report["before"] = {"students": counted, "seconds": round(seconds, 2),
                                 "students_per_second": round(counted / seconds, 2),
+                                "cpu_seconds_per_student": round(cpu / counted, 4),
                                 "load_average_before": [round(x, 2) for x in load],
                                 "load_average_after": [round(x, 2) for x in os.getloadavg()]}
-            print(f"before: {counted} students in {seconds:.1f} s = {counted / seconds:.1f} students/s "
+            print(f"before: {counted} students in {seconds:.1f} s = {counted / seconds:.1f} students/s, "
+                  f"{1000 * cpu / counted:.0f} ms of CPU a student "
                   f"(load {report['before']['load_average_before']} -> {report['before']['load_average_after']})")
         load = os.getloadavg()
-        seconds = record_with_recorder(course, students)
+        seconds, cpu = record_with_recorder(course, students)
         check(course, students)
         report["recorder"] = {"students": len(students), "seconds": round(seconds, 2),
                               "students_per_second": round(len(students) / seconds, 2),
+                              "cpu_seconds_per_student": round(cpu / len(students), 4),
                               "load_average_before": [round(x, 2) for x in load],
                               "load_average_after": [round(x, 2) for x in os.getloadavg()]}
-        print(f"now:    {len(students)} students in {seconds:.1f} s = {len(students) / seconds:.1f} students/s "
+        print(f"now:    {len(students)} students in {seconds:.1f} s = {len(students) / seconds:.1f} students/s, "
+              f"{1000 * cpu / len(students):.0f} ms of CPU a student "
               f"(load {report['recorder']['load_average_before']} -> {report['recorder']['load_average_after']})")
     out = ROOT / "bench" / "results" / "records.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -4,16 +4,16 @@ nbgrader's autograde opens a new :class:`nbgrader.api.Gradebook` (a new database
 table, a commit after every cell) about nine times a student, and validates each notebook's metadata by
 compiling its JSON schema anew for every cell: four fifths of a record's time, none of it the record's
 work. Inside :func:`lent_gradebook`, on the thread that entered it, every gradebook nbgrader opens for the
-same database is the one given, its commits held until the recorder commits (once a student), and the
-metadata schema is compiled once. The grades, comments and autograded notebooks are the ones nbgrader
+same database is the one given, its commits held until the recorder commits (once a student); the
+release's rows are looked up once a batch, a student's grades once a notebook, and the metadata schema is
+compiled once. The grades, comments and autograded notebooks are the ones nbgrader
 writes without it (tests/test_records.py compares them); other threads see nbgrader unchanged.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
+import copy
 import threading
 from typing import Iterator
 
@@ -28,13 +28,14 @@ _borrowing_class: list[type] = []
 
 
 class _HeldCommits:
-    """A session whose ``commit`` only flushes: the lender commits (or rolls back) a student as a whole."""
+    """A session whose ``commit`` does nothing: the lender commits (or rolls back) a student as a whole, and
+    its changes reach the database in one flush then (or earlier, when a query needs them: autoflush)."""
 
     def __init__(self, session):
         self._session = session
 
     def commit(self) -> None:
-        self._session.flush()
+        pass
 
     def remove(self) -> None:  # (nbgrader's close)
         pass
@@ -43,7 +44,12 @@ class _HeldCommits:
         return getattr(self._session, name)
 
 
+_RELEASE_LOOKUPS = ("find_assignment", "find_notebook", "find_source_cell", "find_graded_cell")
+
+
 def _borrowing(real):
+    from nbgrader.api import MissingEntry
+
     class Gradebook(real):
         def __init__(self, db_url, course_id="default_course", authenticator=None):
             lender = getattr(_lent, "gradebook", None)
@@ -62,6 +68,57 @@ def _borrowing(real):
             if not self._lent:
                 super().close()
 
+        # While lent: the release's rows (assignment, notebooks, cells) do not change during a batch, so each
+        # is looked up once; a student's grades and comments are read in one go, not a query a cell.
+
+        def _release(self, lookup: str, *key):
+            if not self._lent:
+                return getattr(real, lookup)(self, *key)
+            memo = _lent.release
+            if (lookup, key) not in memo:
+                try:
+                    memo[lookup, key] = (getattr(real, lookup)(self, *key), None)
+                except MissingEntry as missing:
+                    memo[lookup, key] = (None, missing)
+            found, missing = memo[lookup, key]
+            if missing is not None:
+                raise MissingEntry(*missing.args)
+            return found
+
+        def find_assignment(self, name):
+            return self._release("find_assignment", name)
+
+        def find_notebook(self, name, assignment):
+            return self._release("find_notebook", name, assignment)
+
+        def find_source_cell(self, name, notebook, assignment):
+            return self._release("find_source_cell", name, notebook, assignment)
+
+        def find_graded_cell(self, name, notebook, assignment):
+            return self._release("find_graded_cell", name, notebook, assignment)
+
+        def _submitted(self, kind: str, name, notebook, assignment, student):
+            key = (notebook, assignment, student)
+            if _lent.submitted_key != key:
+                submitted = real.find_submission_notebook(self, notebook, assignment, student)
+                _lent.submitted_key = key
+                _lent.submitted = {"grade": {g.name: g for g in submitted.grades},
+                                   "comment": {c.name: c for c in submitted.comments}}
+            found = _lent.submitted[kind].get(name)
+            if found is None:
+                raise MissingEntry()
+            return found
+
+        def find_grade(self, grade_cell, notebook, assignment, student):
+            if not self._lent:
+                return real.find_grade(self, grade_cell, notebook, assignment, student)
+            return self._submitted("grade", grade_cell, notebook, assignment, student)
+
+        def find_comment(self, solution_cell, notebook, assignment, student):
+            if not self._lent:
+                return real.find_comment(self, solution_cell, notebook, assignment, student)
+            return self._submitted("comment", solution_cell, notebook, assignment, student)
+
     Gradebook.__qualname__ = Gradebook.__name__ = real.__name__
     return Gradebook
 
@@ -71,19 +128,21 @@ class _CachedSchemas:
 
     def __init__(self, jsonschema):
         self._jsonschema = jsonschema
+        self._compiled: dict[tuple, tuple[dict, object]] = {}  # cheap key -> (the schema, its validator)
 
-    @functools.lru_cache(maxsize=8)
-    def _validator(self, schema_text: str):
-        schema = json.loads(schema_text)
-        cls = self._jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
-        return cls(schema)
+    def _validator(self, schema: dict):
+        key = (schema.get("$schema"), tuple(schema.get("properties", ())), tuple(schema.get("required", ())))
+        known = self._compiled.get(key)
+        if known is None or known[0] != schema:  # (equal dicts: the same schema, read anew from nbgrader's file)
+            cls = self._jsonschema.validators.validator_for(schema)
+            cls.check_schema(schema)
+            known = self._compiled[key] = (copy.deepcopy(schema), cls(schema))
+        return known[1]
 
     def validate(self, instance, schema, *args, **kwargs):
         if args or kwargs:
             return self._jsonschema.validate(instance, schema, *args, **kwargs)
-        error = self._jsonschema.exceptions.best_match(
-            self._validator(json.dumps(schema, sort_keys=True)).iter_errors(instance))
+        error = self._jsonschema.exceptions.best_match(self._validator(schema).iter_errors(instance))
         if error is not None:
             raise error
 
@@ -134,8 +193,13 @@ def lent_gradebook(gradebook, url: str) -> Iterator[object]:
     writes go through it, and the caller commits (or rolls back) ``gradebook`` itself."""
     _install()
     _lent.gradebook, _lent.url, _lent.courses = gradebook, str(url), {gradebook.course_id}
+    _lent.release, _lent.submitted_key, _lent.submitted = {}, None, {}
+    # What one student's record loaded stays loaded after the commit (nothing else writes these rows
+    # during a batch): the next student's record finds the release's rows without a query.
+    gradebook.db().expire_on_commit = False
     try:
         yield _borrowing_class[0](url, gradebook.course_id)
     finally:
-        _lent.gradebook = None
+        _lent.gradebook, _lent.release, _lent.submitted = None, {}, {}
+        gradebook.db().expire_on_commit = True
         _uninstall()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -92,6 +93,7 @@ class Recorder:
         self.released = {nb: layout.released(assignment, nb) for nb in notebooks}
         self.written = {nb: written_cells(self.released[nb]) for nb in notebooks}
         self.recorded: list[str] = []
+        self.cpu_seconds = 0.0  # the recorder thread's own CPU time: its cost, whatever else the machine does
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"record {assignment}", daemon=True)
@@ -109,6 +111,7 @@ class Recorder:
 
     def _run(self) -> None:
         root = self.layout.root
+        started = time.thread_time()
         try:
             with (_quiet_nbgrader(), open_gradebook(root) as gradebook,
                   lent_gradebook(gradebook, gradebook_url(root)) as held):
@@ -124,6 +127,8 @@ class Recorder:
             self._error = error
             while self._queue.get() is not None:  # let close() return
                 pass
+        finally:
+            self.cpu_seconds = time.thread_time() - started
 
     def record(self, gradebook, student: str) -> None:
         """One student's record, in ``gradebook`` (the recorder's, lent to nbgrader's pipeline, its commits
