@@ -20,9 +20,10 @@ For each job the template forks a child, which, before anything of the student's
 - forks the new PID namespace's init, which mounts a /proc of that namespace alone (with /proc/sys
   and its kin read-only, as bubblewrap does) and starts the runner as PID 2. When the runner ends,
   init ends with its status, and the kernel kills every process the run left behind;
-- init switches to the run's uid (65534, the host's nobody, when the grader is root; else 0, the grader's
-  own uid outside) and drops every capability (effective, permitted, inheritable, ambient, bounding;
-  secure bits locked, so uid 0 of the namespace is powerless), as lockdown.py does for a cold run;
+- the child is the run's uid from the start (65534, the host's nobody, when the grader is root; else 0,
+  the grader's own uid outside), and init drops every capability (effective, permitted, inheritable,
+  ambient, bounding; secure bits locked, so uid 0 of the namespace is powerless), as lockdown.py does for
+  a cold run;
 - the runner gets a new session, the run's resource limits, fresh
   random seeds as a new interpreter would have and only its own file descriptors; it says "set up"
   to the grader (a run that fails before that is the grader's failure, never a grade) and runs
@@ -204,6 +205,11 @@ def _fork_into(function, *args) -> int:
 def _child(job: dict, fds: list[int], template_pid: int, control: socket.socket) -> None:
     control.close()
     channel_out, channel_in, output, go = fds
+    # The run's uid from here on, with the capabilities its set-up needs (init drops them). First, and not in
+    # init: a change of uid clears the parent-death signal, which init, whose parent is outside its PID
+    # namespace, could not set again without a moment in which it would outlive this process (and a run the
+    # grader stops go on).
+    lockdown.become(*RUN_IDENTITY)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
     if os.getppid() != template_pid:
         os._exit(SETUP_FAILED)

@@ -35,6 +35,7 @@ KEPT_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC,
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_SECUREBITS = 24, 47, 4, 28
 # SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP, SECBIT_NO_CAP_AMBIENT_RAISE, each with its lock, and KEEP_CAPS locked off.
 SECURE_NOROOT_LOCKED = 0b1110_1111
+SECBIT_NO_SETUID_FIXUP = 0b100  # (alone: a change of uid keeps the capabilities)
 SETUP_FAILED = 126  # the exit status of a set-up that failed (the grader's fault, never the submission's)
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -119,6 +120,16 @@ class _CapHeader(ctypes.Structure):
 
 class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def become(uid: int, gid: int) -> None:
+    """Switch to ``uid``/``gid`` (if not already) and keep every capability, for the rest of a set-up. (A change
+    of uid clears the parent-death signal: whoever relies on one sets it again.)"""
+    if os.getresuid() == (uid, uid, uid) and os.getresgid() == (gid, gid, gid):
+        return
+    prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, "keep the capabilities across a change of uid")
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
 
 
 def drop_privileges(uid: int, gid: int) -> None:
