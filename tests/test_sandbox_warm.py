@@ -79,11 +79,11 @@ LEAVE = textwrap.dedent('''
 ''')
 
 
-def _run(template, script: str, port: int) -> tuple[sandbox.RunResult, dict]:
+def _run(template, script: str, port: int, limits: sandbox.Limits = LIMITS) -> tuple[sandbox.RunResult, dict]:
     with sandbox.workspace(True, template is not None) as (workdir, chosen):
         assert (chosen is None) == (template is None)
         (workdir / "runner.py").write_text(f"PORT = {port}\n" + script)
-        result = sandbox.run(workdir, [sandbox.sys.executable, "-I", "runner.py", sandbox.INSIDE], LIMITS, template=chosen)
+        result = sandbox.run(workdir, [sandbox.sys.executable, "-I", "runner.py", sandbox.INSIDE], limits, template=chosen)
     facts = {}
     for line in result.output_tail.splitlines():
         if line.startswith("FACTS "):
@@ -197,6 +197,32 @@ def test_a_run_whose_set_up_fails_is_the_graders_failure(tmp_path):
         assert not template.alive
     finally:
         template.close()
+
+
+def test_a_run_the_grader_stops_ends_with_all_its_processes():
+    """A run stopped by the grader (here by the wall-clock backstop) ends at once, warm or cold, with every
+    process it had: none keeps its output open (the grader would wait for it) or runs on in the template."""
+    spin = "import time\nwhile True:\n    sum(range(10000))\n    time.sleep(0.01)\n"
+    limits = sandbox.Limits(wall_s=3, idle_s=60)
+    outcome: dict = {}
+
+    def both():
+        template = sandbox.template()
+        outcome["warm"] = _run(template, spin, 0, limits)[0]
+        for _ in range(100):  # (the run's init may still be being reaped)
+            outcome["template_processes"] = sandbox._process_tree(template.process.pid)
+            if len(outcome["template_processes"]) <= 3:
+                break
+            time.sleep(0.1)
+        outcome["cold"] = _run(None, spin, 0, limits)[0]
+
+    worker = threading.Thread(target=both, daemon=True)
+    worker.start()
+    worker.join(240)
+    assert not worker.is_alive(), f"a stopped run did not end: {outcome}"
+    assert outcome["warm"].timed_out and outcome["cold"].timed_out, outcome
+    # bwrap, its init, the template: the run's init and runner are gone
+    assert len(outcome["template_processes"]) == 3, outcome["template_processes"]
 
 
 ENDINGS = {

@@ -1,7 +1,8 @@
 """The warm template: a sandboxed interpreter with PyTorch already imported, from which each run is forked.
 
-Runs inside bubblewrap (see ``sandbox.Template``), started as ``python -I forkserver.py FD [PATH ...]``
-where FD is a Unix socket to the grader and the PATHs are the interpreter's folders below /tmp. It
+Runs inside bubblewrap (see ``sandbox.Template``), started as ``python -I forkserver.py FD UID GID [PATH ...]``
+where FD is a Unix socket to the grader, UID and GID the identity of its runs (``sandbox.run_identity``) and
+the PATHs are the interpreter's folders below /tmp; lockdown.py lies next to this file. It
 imports what every run of ``runner.py`` imports (the ~2 s of CPU a fresh interpreter spends on
 ``import torch``), then waits. It never runs student code and never holds any: the grader sends it
 only the name of a job folder, numbers (limits) and four file descriptors (the runner's two channel
@@ -10,17 +11,20 @@ its process cgroup, and on which the runner says that its set-up is done).
 
 For each job the template forks a child, which, before anything of the student's exists in it:
 - enters its own mount, PID, network, IPC and UTS namespaces (the template is root of its sandbox's
-  user namespace, with every capability inside it for this, and has set that namespace's limit of
-  nested user namespaces to 0 before anything else);
+  user namespace, with every capability inside it for this, and has, before anything else, set that
+  namespace's limit of nested user namespaces to 0 and made the bound device nodes read-only);
 - mounts a fresh /tmp (with the interpreter's folders below /tmp bound back, read-only, as bubblewrap
-  lays them out) and /dev/shm, binds the job's folder at /submission and covers the folder of all jobs
-  with an empty read-only one; the rest of the file system is read-only (``--remount-ro /``), so
-  nothing a run writes outlives it;
+  lays them out) and /dev/shm, both the run's uid's, binds the job's folder at /submission and covers
+  the folder of all jobs with an empty read-only one; the rest of the file system is read-only
+  (``--remount-ro /``), so nothing a run writes outlives it;
 - forks the new PID namespace's init, which mounts a /proc of that namespace alone (with /proc/sys
   and its kin read-only, as bubblewrap does) and starts the runner as PID 2. When the runner ends,
   init ends with its status, and the kernel kills every process the run left behind;
-- the runner gets a new session, the run's resource limits, no capabilities (effective, permitted,
-  inheritable, ambient, bounding; secure bits locked, so uid 0 of the namespace is powerless), fresh
+- the child is the run's uid from the start (65534, the host's nobody, when the grader is root; else 0,
+  the grader's own uid outside), and init drops every capability (effective, permitted, inheritable,
+  ambient, bounding; secure bits locked, so uid 0 of the namespace is powerless), as lockdown.py does for
+  a cold run;
+- the runner gets a new session, the run's resource limits, fresh
   random seeds as a new interpreter would have and only its own file descriptors; it says "set up"
   to the grader (a run that fails before that is the grader's failure, never a grade) and runs
   ``/submission/runner.py`` as ``__main__``, as ``python -I runner.py /submission OUT IN`` would.
@@ -32,7 +36,6 @@ write is its own.
 from __future__ import annotations
 
 import builtins
-import ctypes
 import json
 import os
 import random
@@ -57,57 +60,29 @@ import torch
 from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 from traitlets.config import Config  # noqa: F401
 
+
+def _load_lockdown():
+    """lockdown.py, from next to this file (the spool), as a module of its own (not in sys.modules)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lockdown.py")
+    spec = importlib.util.spec_from_file_location("lockdown", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+lockdown = _load_lockdown()
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = (
     1, 2, 4, 8, 32, 4096, 8192, 16384, 1 << 18)
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 4, 24, 47, 4
-PR_SET_SECUREBITS = 28
-# SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP, SECBIT_NO_CAP_AMBIENT_RAISE, each with its lock, and KEEP_CAPS locked off.
-SECURE_NOROOT_LOCKED = 0b1110_1111
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
-SETUP_FAILED = 126  # the child's exit status when its own set-up failed (the grader's fault, said as such)
+SETUP_FAILED = lockdown.SETUP_FAILED  # the child's exit status when its own set-up failed (the grader's fault, said as such)
 SPOOL, INSIDE = "/spool", "/submission"
 PYTHON_UNDER_TMP: list[str] = []  # the interpreter's folders below /tmp (from the command line)
+RUN_IDENTITY: list[int] = []  # the uid and gid of every run (from the command line)
 
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-libc.unshare.argtypes = [ctypes.c_int]
-libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        number = ctypes.get_errno()
-        raise OSError(number, f"{what}: {os.strerror(number)}")
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    encode = lambda text: text.encode() if text is not None else None  # noqa: E731
-    _check(libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)), f"mount {target}")
-
-
-def _prctl(option: int, value: int = 0, what: str = "prctl") -> None:
-    _check(libc.prctl(option, value, 0, 0, 0), what)
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def drop_capabilities() -> None:
-    """No capability in any set, for good: the bounding set is empty and the secure bits are locked so that
-    being uid 0 in this user namespace gives none back, not even through a program it runs."""
-    _prctl(PR_SET_SECUREBITS, SECURE_NOROOT_LOCKED, "lock the secure bits")
-    last = int(open("/proc/sys/kernel/cap_last_cap").read())
-    for capability in range(last + 1):
-        _prctl(PR_CAPBSET_DROP, capability, "drop a bounding capability")
-    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, "clear ambient capabilities")
-    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
-    _check(libc.capset(ctypes.byref(header), data), "capset")
+libc = lockdown.libc
+_check, _mount, _prctl = lockdown.check, lockdown.mount, lockdown.prctl
 
 
 def _loopback_up() -> None:
@@ -136,6 +111,7 @@ def _only_fds(keep: set[int]) -> None:
 def _run(job: dict, channel_out: int, channel_in: int, go: int) -> None:
     """PID 2 of the run: the runner, as a fresh ``python -I runner.py /submission OUT IN`` would be."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
+    _prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE")  # (as a program just started is: its /proc/PID is its own)
     os.setsid()
     for kind, (soft, hard) in job["rlimits"]:
         resource.setrlimit(getattr(resource, kind), (soft, hard))
@@ -184,7 +160,7 @@ def _init(job: dict, channel_out: int, channel_in: int, go: int) -> None:
         if os.path.exists(path):
             _mount(path, path, None, MS_BIND | MS_REC)
             _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    drop_capabilities()
+    lockdown.drop_privileges(*RUN_IDENTITY)
     _prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE")
     runner = _fork_into(_run, job, channel_out, channel_in, go)
     _only_fds({0, 1, 2})
@@ -229,6 +205,11 @@ def _fork_into(function, *args) -> int:
 def _child(job: dict, fds: list[int], template_pid: int, control: socket.socket) -> None:
     control.close()
     channel_out, channel_in, output, go = fds
+    # The run's uid from here on, with the capabilities its set-up needs (init drops them). First, and not in
+    # init: a change of uid clears the parent-death signal, which init, whose parent is outside its PID
+    # namespace, could not set again without a moment in which it would outlive this process (and a run the
+    # grader stops go on).
+    lockdown.become(*RUN_IDENTITY)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
     if os.getppid() != template_pid:
         os._exit(SETUP_FAILED)
@@ -246,6 +227,7 @@ def _child(job: dict, fds: list[int], template_pid: int, control: socket.socket)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _fresh_tmp()
     _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    lockdown.give(("/tmp", "/dev/shm"), *RUN_IDENTITY)
     _mount(f"{SPOOL}/{folder}", INSIDE, None, MS_BIND | MS_REC)
     _mount(None, INSIDE, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV)
     # Hide every job's folder: the mounts came from the template's namespace, so they are locked and cannot be
@@ -260,29 +242,9 @@ def _child(job: dict, fds: list[int], template_pid: int, control: socket.socket)
     os._exit(_exit_code(status))
 
 
-def forbid_user_namespaces() -> None:
-    """No process of this sandbox may make a user namespace (bubblewrap's --disable-userns does the same
-    with a nested namespace, in which a template could not mount a /proc for its runs): the limit of
-    user namespaces in this one is set to 0, through a /proc of our own in a throwaway child."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _check(libc.unshare(CLONE_NEWNS), "unshare")
-            _mount(None, "/", None, MS_REC | MS_PRIVATE)
-            _mount("proc", "/tmp", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-            with open("/tmp/sys/user/max_user_namespaces", "w") as limit:
-                limit.write("0")
-        except BaseException:
-            traceback.print_exc()
-            os._exit(1)
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        raise SystemExit("the template could not forbid user namespaces")
-
-
 def serve(control: socket.socket) -> None:
-    forbid_user_namespaces()
+    lockdown.forbid_user_namespaces()
+    lockdown.read_only_devices()  # (each run's mount namespace is a copy of this one)
     sys.stdout.flush()
     control.send(json.dumps({"ready": os.getpid(), "threads": len(os.listdir("/proc/self/task"))}).encode())
     while True:
@@ -311,5 +273,6 @@ def serve(control: socket.socket) -> None:
 if __name__ == "__main__":
     # What the runner's first steps would import or warm up anyway (see runner.main).
     torch.zeros(2, 2).add(1).exp().sum(-1)
-    PYTHON_UNDER_TMP.extend(sys.argv[2:])
+    RUN_IDENTITY.extend((int(sys.argv[2]), int(sys.argv[3])))
+    PYTHON_UNDER_TMP.extend(sys.argv[4:])
     serve(socket.socket(fileno=int(sys.argv[1])))

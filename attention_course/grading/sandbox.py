@@ -4,10 +4,15 @@ Inside the sandbox the runner sees: the system's /usr (read-only), the Python in
 virtual environment (read-only; the course package and its reference implementations are not
 there), a private /tmp, and one writable folder, ``/submission``, holding a copy of the submission's
 own files. There is no network (a fresh network namespace has only a loopback that nothing listens
-on), no other process is visible, no compiler, and it runs as uid 65534 in its own user namespace,
-without capabilities and without the right to make another. Limits: address space, processes, file
-size, CPU time, and how much of its output is kept; a run that makes no CPU progress is stopped, and
-the wall clock is only a distant backstop, so that a busy machine never changes a grade.
+on), no other process is visible, no compiler, and it runs in its own user namespace without
+capabilities and without the right to make another. Nothing it does reaches the host: when the grader
+is root it runs as the host's nobody (uid 65534), who owns nothing it can see, else as the grader's own
+uid; the device nodes it is given are read-only mounts (usable as devices, but no chmod, chown or utime
+reaches the host's nodes), and all else of the host it sees but its own folder is read-only (see
+lockdown.py, and tests/test_sandbox_host.py for how we know). Limits: address
+space, processes, file size, CPU time, and how much of its output is kept; a run that makes no CPU
+progress is stopped, and the wall clock is only a distant backstop, so that a busy machine never changes
+a grade.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import ast
 import atexit
 import contextlib
+import ctypes
 import functools
 import hashlib
 import hmac
@@ -32,7 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-NOBODY = 65534  # the uid inside the sandbox's user namespace (outside, the caller's own uid)
+NOBODY = 65534  # the uid of a submission when the grader is root, inside its sandbox and outside (see run_identity)
 # Held by every ast.parse / ast.literal_eval in the grader's threads: in CPython 3.11 they share one
 # recursion counter per interpreter (gh-106905), and two at once can fail with "SystemError: AST
 # constructor recursion depth mismatch", more often the busier the machine.
@@ -82,26 +88,116 @@ def _python_paths() -> list[str]:
 COMPILER_FOLDERS = ("/usr/lib/gcc", "/usr/libexec/gcc", *(str(p) for p in sorted(Path("/usr/lib").glob("llvm-*"))))
 
 
+def run_identity() -> tuple[int, int]:
+    """The uid and gid a submission runs as in its sandbox (see lockdown.py). As root: 65534, which the sandbox's
+    user namespace maps to the host's nobody, a user who owns nothing the sandbox can reach. Otherwise: 0 of
+    the sandbox's namespace, the grader's own uid outside (which owns no device node and no system file)."""
+    return (NOBODY, NOBODY) if os.geteuid() == 0 else (0, 0)
+
+
+ID_MAP = f"0 0 1\n{NOBODY} {NOBODY} 1\n"  # (as root) the sandbox's ids: the host's root and nobody, as themselves
+CLONE_NEWUSER = 0x10000000
+
+
+def _unshare_user() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWUSER) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
+
+
+def _user_namespace() -> int:
+    """(The grader is root.) A fresh user namespace for one sandbox, as a descriptor for bubblewrap's --userns.
+
+    Its only ids are 0, the host's root, and 65534, the host's nobody (``ID_MAP``). bubblewrap sets the sandbox
+    up as 0, which reaches every folder it binds (a Python installed below /root, say); the submission runs as
+    65534 (lockdown.py switches to it before anything of the submission exists). Without this, bubblewrap maps
+    the sandbox's one uid to the caller's, and a submission run by root would be the host's root, owner of
+    every system file and device node it can see (and of the kernel's settings under /proc/sys). Nobody in it
+    may change their groups (setgroups is denied)."""
+    cat = shutil.which("cat") or "/bin/cat"
+    try:
+        helper = subprocess.Popen([cat], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  preexec_fn=_unshare_user)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise SandboxUnavailable(f"cannot make a user namespace for the sandbox: {error}") from None
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", ID_MAP), ("gid_map", ID_MAP)):
+            with open(f"/proc/{helper.pid}/{name}", "w") as table:
+                table.write(text)
+        return os.open(f"/proc/{helper.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as error:
+        raise SandboxUnavailable(f"cannot set up a user namespace for the sandbox: {error}") from None
+    finally:
+        helper.stdin.close()
+        helper.wait()
+
+
+def _give_to_run(folder: Path) -> None:
+    """(The grader is root.) A run's folder and what is in it belong to the uid the run has on the host."""
+    if os.geteuid() != 0 or not folder.is_dir():  # (a folder that is gone fails the run's set-up, as it should)
+        return
+    os.chown(folder, NOBODY, NOBODY, follow_symlinks=False)
+    for parent, folders, files in os.walk(folder):
+        for name in folders + files:
+            os.chown(os.path.join(parent, name), NOBODY, NOBODY, follow_symlinks=False)
+
+
+LOCKDOWN = Path(__file__).with_name("lockdown.py")
+
+
 @functools.lru_cache(maxsize=None)
-def _supports_disable_userns(bwrap: str) -> bool:
-    help_text = subprocess.run([bwrap, "--help"], capture_output=True, text=True).stdout
-    return "--disable-userns" in help_text
+def _lockdown_source() -> str:
+    return LOCKDOWN.read_text(encoding="utf-8")
 
 
-def bwrap_command(workdir: Path, argv: list[str], *, template_spool: Path | None = None) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def _bwrap_options(bwrap: str) -> str:
+    return subprocess.run([bwrap, "--help"], capture_output=True, text=True).stdout
+
+
+BIND_OPTIONS = ("--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try", "--dev-bind-try")
+
+
+def _open_parents(command: list[str]) -> list[str]:
+    """bubblewrap (0.5 to 0.8 at least) makes the missing parents of what it binds (/etc, /work, ...) with mode
+    0700, owned by the set-up's uid 0, which a submission running as another uid could not pass: make each
+    first, 0755. (Inserted after the first mount, the fresh /tmp, below which a virtual environment may live.)"""
+    binds = [command[i + 2] for i, arg in enumerate(command) if arg in BIND_OPTIONS]
+    made = {command[i + 1] for i, arg in enumerate(command) if arg in ("--tmpfs", "--dir", "--proc", "--dev")}
+    inside_bind = lambda path: any(path == bind or path.startswith(bind.rstrip("/") + "/") for bind in binds)  # noqa: E731
+    parents = sorted({str(parent) for bind in binds for parent in Path(bind).parents
+                      if str(parent) != "/" and str(parent) not in made and not inside_bind(str(parent))},
+                     key=lambda path: (path.count("/"), path))
+    at = command.index("--tmpfs") + 2
+    return [*command[:at], *(arg for parent in parents for arg in ("--perms", "0755", "--dir", parent)), *command[at:]]
+
+
+def bwrap_command(workdir: Path, argv: list[str], *, template_spool: Path | None = None,
+                  userns_fd: int | None = None) -> list[str]:
     """The bubblewrap command line of a run (``workdir`` bound at /submission), or, given ``template_spool``,
-    of a warm template (see forkserver.py): every capability inside its own user namespace, so that each
-    run it forks can make its namespaces and mounts; the spool of job folders at /spool; the rest
-    read-only. Either way: no network, no nested user namespace, the same binds and environment."""
+    of a warm template (see forkserver.py), with the spool of job folders at /spool and the rest read-only.
+
+    Either way the sandbox is set up as uid 0 of its own user namespace with every capability inside it:
+    ``userns_fd``, from :func:`_user_namespace`, when the grader is root (:func:`run` makes one), else a new one
+    that bubblewrap maps to the grader's uid. A run's first step, lockdown.py (cold: it is the command, and
+    ends by executing ``argv``; warm: the template runs it for each run), makes the bound device nodes
+    read-only, forbids nested user namespaces and drops to :func:`run_identity` without any capability. A
+    template is root of its namespace for good: the identity under which it may mount a /proc for each run's
+    PID namespace; it never runs student code. Either way: no network, the same binds and environment."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable("bubblewrap (bwrap) is not installed: `sudo apt-get install bubblewrap`")
+    options = _bwrap_options(bwrap)
+    if userns_fd is None:
+        namespaces = ["--unshare-all", "--unshare-user"]
+    elif "--userns" not in options:
+        raise SandboxUnavailable("this bubblewrap cannot grade as root (it has no --userns): install 0.4 or later")
+    else:  # (--unshare-all would try a new user namespace too)
+        namespaces = ["--userns", str(userns_fd), "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                      "--unshare-cgroup-try"]
     command = [
-        bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-        # (A template is its user namespace's root: the one identity under which it may mount a /proc for
-        # each run's PID namespace, whether the grader is root or not. Its runs keep uid 0 but lose every
-        # capability, and nobody in it may make a user namespace: see forkserver.py.)
-        "--uid", str(NOBODY if template_spool is None else 0), "--gid", str(NOBODY if template_spool is None else 0),
+        bwrap, *namespaces, "--die-with-parent", "--new-session",
+        "--uid", "0", "--gid", "0", "--cap-add", "ALL",
         # A private /tmp first: a later tmpfs would hide binds below it (the venv may live under /tmp).
         "--tmpfs", "/tmp",
         "--ro-bind", "/usr", "/usr",
@@ -123,16 +219,18 @@ def bwrap_command(workdir: Path, argv: list[str], *, template_spool: Path | None
     for compiler in COMPILER_FOLDERS:
         if os.path.isdir(compiler):
             command += ["--tmpfs", compiler]
-    if _supports_disable_userns(bwrap) and template_spool is None:
-        command += ["--disable-userns"]  # no nested user namespace: no capabilities, no hidden mounts
     if template_spool is None:
         command += ["--bind", str(workdir), INSIDE, "--chdir", INSIDE]
+        uid, gid = run_identity()
+        argv = [sys.executable, "-I", "-S", "-c", _lockdown_source(), str(uid), str(gid), "--", *argv]
     else:
         # Read-only: every place a run could write that it does not get afresh (its /tmp, /dev/shm, /proc).
         hidden = [folder for folder in COMPILER_FOLDERS if os.path.isdir(folder)]
-        command += ["--cap-add", "ALL", "--bind", str(template_spool), SPOOL, "--dir", INSIDE,
+        command += ["--bind", str(template_spool), SPOOL, "--dir", INSIDE,
                     *(arg for folder in hidden for arg in ("--remount-ro", folder)),
                     "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
+    if "--perms" in options:  # (an older bubblewrap makes them 0755 itself)
+        command = _open_parents(command)
     command += [
         "--clearenv",
         "--setenv", "PATH", "/usr/bin:/bin",
@@ -148,8 +246,9 @@ def bwrap_command(workdir: Path, argv: list[str], *, template_spool: Path | None
     return command + argv
 
 
-def _own_process_count() -> int:
-    uid = os.getuid()
+def _own_process_count(uid: int | None = None) -> int:
+    """How many processes ``uid`` (by default our own) has on the host."""
+    uid = os.getuid() if uid is None else uid
     count = 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -191,9 +290,10 @@ def _remove_cgroup(group: Path) -> None:
         time.sleep(0.1)
 
 
-def _limit_child(limits: Limits, cgroup: Path | None):
-    """preexec_fn: resource limits, and a process cap (the pids cgroup as root, RLIMIT_NPROC otherwise)."""
-    processes = _own_process_count() + limits.processes
+def _limit_child(limits: Limits, cgroup: Path | None, host_uid: int | None = None):
+    """preexec_fn: resource limits, and a process cap (the pids cgroup as root, RLIMIT_NPROC otherwise: it
+    counts the processes of ``host_uid``, the uid the run has on the host, by default ours)."""
+    processes = _own_process_count(host_uid) + limits.processes
 
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
@@ -362,11 +462,14 @@ def stop_all() -> int:
 class _Cold:
     """A run of its own: bubblewrap starting a fresh interpreter."""
 
-    def __init__(self, command: list[str], cwd: str | None, limits: Limits, pass_fds: tuple[int, ...], env):
+    def __init__(self, command: list[str], cwd: str | None, limits: Limits, pass_fds: tuple[int, ...], env,
+                 sandboxed: bool = True):
         self.cgroup = _new_pids_cgroup(limits.processes) if os.getuid() == 0 else None
+        as_root = sandboxed and os.geteuid() == 0  # (then the run is nobody on the host, and has no groups)
         self.process = subprocess.Popen(
             command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            preexec_fn=_limit_child(limits, self.cgroup), start_new_session=True, pass_fds=pass_fds, env=env)
+            preexec_fn=_limit_child(limits, self.cgroup, NOBODY if as_root else None), start_new_session=True,
+            pass_fds=pass_fds, env=env, extra_groups=[] if as_root else None)
         with _RUNNING_LOCK:
             _RUNNING.add(self.process)
         self.root, self.output = self.process.pid, self.process.stdout
@@ -413,12 +516,18 @@ def run(workdir: Path, argv: list[str], limits: Limits = Limits(), sandboxed: bo
             if channel is not None:
                 argv = [*argv, str(channel.runner_out), str(channel.runner_in)]
                 pass_fds = (channel.runner_out, channel.runner_in)
-            if sandboxed:
-                command, cwd = bwrap_command(workdir, argv), None
-            else:
-                command, cwd = argv, str(workdir)
             env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"} if not sandboxed else None
-            handle = _Cold(command, cwd, limits, pass_fds, env)
+            if not sandboxed:
+                handle = _Cold(argv, str(workdir), limits, pass_fds, env, sandboxed=False)
+            else:
+                userns = _user_namespace() if os.geteuid() == 0 else None
+                try:
+                    _give_to_run(workdir)
+                    command = bwrap_command(workdir, argv, userns_fd=userns)
+                    handle = _Cold(command, None, limits, (*pass_fds, *([userns] if userns is not None else [])), env)
+                finally:
+                    if userns is not None:
+                        os.close(userns)
     except BaseException:
         if channel is not None:
             channel.close()
@@ -575,18 +684,26 @@ class Template:
         self.busy = False
         self.thread = threading.current_thread()
         under_tmp = [path for path in _python_paths() if path.startswith("/tmp/")]  # (see forkserver._fresh_tmp)
-        argv = [sys.executable, "-I", f"{SPOOL}/forkserver.py", str(theirs.fileno()), *under_tmp]
+        uid, gid = run_identity()
+        argv = [sys.executable, "-I", f"{SPOOL}/forkserver.py", str(theirs.fileno()), str(uid), str(gid), *under_tmp]
+        as_root = os.geteuid() == 0
+        userns = None
         try:
             shutil.copy2(FORKSERVER, self.spool / "forkserver.py")
+            shutil.copy2(LOCKDOWN, self.spool / "lockdown.py")
+            userns = _user_namespace() if as_root else None
             self.process = subprocess.Popen(
-                bwrap_command(self.spool, argv, template_spool=self.spool), stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),), start_new_session=True)
+                bwrap_command(self.spool, argv, template_spool=self.spool, userns_fd=userns), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                pass_fds=(theirs.fileno(), *([userns] if userns is not None else [])), extra_groups=[] if as_root else None)
         except BaseException:
             self.control.close()
             shutil.rmtree(self.spool, ignore_errors=True)
             raise
         finally:
             theirs.close()
+            if userns is not None:
+                os.close(userns)
         self.tail = bytearray()
         threading.Thread(target=self._drain, daemon=True).start()
         with _RUNNING_LOCK:
@@ -626,11 +743,12 @@ class Template:
     def start(self, workdir: Path, limits: Limits, channel: Channel | None) -> "_Warm":
         if workdir.parent != self.spool:
             raise ValueError(f"{workdir} is not in this template's spool")
+        _give_to_run(workdir)
         cgroup = _new_pids_cgroup(limits.processes) if os.getuid() == 0 else None
         rlimits = [("RLIMIT_AS", (limits.memory_bytes, limits.memory_bytes)), ("RLIMIT_CPU", (limits.cpu_s, limits.cpu_s + 5)),
                    ("RLIMIT_FSIZE", (limits.file_bytes, limits.file_bytes)), ("RLIMIT_CORE", (0, 0))]
         if cgroup is None:
-            processes = _own_process_count() + limits.processes
+            processes = _own_process_count(NOBODY if os.geteuid() == 0 else None) + limits.processes
             rlimits.append(("RLIMIT_NPROC", (processes, processes)))
         output, output_end = os.pipe()
         go, go_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)  # "go" to the run, "set up" back
@@ -819,3 +937,25 @@ def check_available() -> None:
         shutil.rmtree(probe, ignore_errors=True)
     if result.returncode != 0 or "ok" not in result.output_tail:
         raise SandboxUnavailable(f"bubblewrap could not start a sandbox here: {result.output_tail.strip()[-500:]}")
+    closed = _closed_to_nobody()
+    if closed:
+        raise SandboxUnavailable(
+            f"as root, the sandbox runs as the host's nobody (uid {NOBODY}), who cannot read {closed}: make the "
+            "Python installation and the virtual environment readable by all (`chmod -R o+rX` on them)")
+
+
+def _closed_to_nobody() -> str | None:
+    """(The grader is root.) A folder of the interpreter's that others may not list and enter, if any: a
+    submission, running as nobody, could not import from it (only folders are checked: cheap, and what an
+    installation made with umask 077 gets wrong)."""
+    if os.geteuid() != 0:
+        return None
+    for top in _python_paths():
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            if os.stat(folder).st_mode & 0o005 != 0o005:
+                return folder
+            with os.scandir(folder) as entries:
+                stack.extend(entry.path for entry in entries if entry.is_dir(follow_symlinks=False))
+    return None
