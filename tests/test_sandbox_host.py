@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_course.grading import sandbox
+from attention_course.grading import isolation, sandbox
 
 pytestmark = pytest.mark.skipif(os.environ.get("CI") != "true" and not sandbox.shutil.which("bwrap"),
                                 reason="bubblewrap is not installed (under CI=true this never skips)")
@@ -327,7 +327,7 @@ def test_as_root_an_interpreter_that_nobody_may_read_is_refused(tmp_path, monkey
     closed = tmp_path / "venv" / "lib" / "python3.11"
     closed.mkdir(parents=True)
     closed.chmod(0o700)
-    monkeypatch.setattr(sandbox, "_python_paths", lambda: [str(tmp_path / "venv")])
+    monkeypatch.setattr(isolation, "_python_paths", lambda: [str(tmp_path / "venv")])
     assert sandbox._closed_to_nobody() == (str(closed) if os.geteuid() == 0 else None)
     closed.chmod(0o755)
     assert sandbox._closed_to_nobody() is None

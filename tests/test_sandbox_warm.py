@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_course.grading import sandbox
+from attention_course.grading import isolation, sandbox
 
 pytestmark = pytest.mark.skipif(os.environ.get("CI") != "true" and not sandbox.shutil.which("bwrap"),
                                 reason="bubblewrap is not installed (under CI=true this never skips)")
@@ -257,8 +257,8 @@ def test_the_interpreters_folders_below_tmp_stay_visible_in_a_fresh_tmp(tmp_path
     extra.mkdir()
     (extra / "marker_module.py").write_text("WHERE = 'found'\n")
     assert str(extra).startswith("/tmp/")
-    original = sandbox._python_paths
-    monkeypatch.setattr(sandbox, "_python_paths", lambda: [*original(), str(extra)])
+    original = isolation._python_paths
+    monkeypatch.setattr(isolation, "_python_paths", lambda: [*original(), str(extra)])
     script = textwrap.dedent(f'''
         import json, os, sys
         sys.path.insert(0, {str(extra)!r})
@@ -280,7 +280,7 @@ def test_the_interpreters_folders_below_tmp_stay_visible_in_a_fresh_tmp(tmp_path
         template.close()
     _, cold = _run(None, script, 0)
     facts = json.loads(next(line for line in warm.output_tail.splitlines() if line.startswith("FACTS "))[6:])
-    below_tmp = sorted({path.split("/")[2] for path in sandbox._python_paths() if path.startswith("/tmp/")})
+    below_tmp = sorted({path.split("/")[2] for path in isolation._python_paths() if path.startswith("/tmp/")})
     assert facts == cold == {"where": "found", "writable": False, "tmp": below_tmp}, warm.output_tail
 
 
