@@ -119,8 +119,13 @@ def block_outside(page, inside) -> list[str]:
     return blocked
 
 
+# Every widget the page shows is drawn, or says it could not be (book/_ext/widget_host.js).
+WIDGETS_DRAWN = "[...document.querySelectorAll('.course-widget')].every((el) => el.childElementCount > 0)"
+
+
 def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport:
-    """Open ``url`` in a fresh context where only URLs under ``base`` may load; report every problem seen."""
+    """Open ``url`` in a fresh context where only URLs under ``base`` may load; report every problem seen
+    once its math is typeset and its widgets are drawn."""
     report = PageReport(url)
     context = browser.new_context()
     page = context.new_page()
@@ -141,7 +146,8 @@ def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport
             if page.evaluate("document.querySelectorAll('.math').length") > 0:
                 page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
                 page.evaluate("MathJax.startup.promise")
-            page.wait_for_timeout(settle_ms)
+            page.wait_for_function(WIDGETS_DRAWN, timeout=15000)
+            page.wait_for_timeout(settle_ms)  # errors that come late have had settle_ms to come
             report.math_elements = page.evaluate("document.querySelectorAll('.math').length")
             report.math_rendered = page.evaluate("document.querySelectorAll('.math mjx-container').length")
             report.math_errors = page.evaluate("document.querySelectorAll('mjx-merror').length")

@@ -36,7 +36,7 @@ def _drive(browser, url: str) -> str:
 
 def test_widgets_load_offline_without_errors(widget_book, browser):
     with serve(widget_book) as base:
-        report = audit_page(browser, base + "book/widgets.html", base, settle_ms=1500)
+        report = audit_page(browser, base + "book/widgets.html", base)
     assert not report.problems, report.problems
 
 
@@ -47,6 +47,6 @@ def test_widgets_respond_without_a_kernel(widget_book, browser):
 
 def test_widgets_work_from_the_file_system(widget_book, browser):
     page = widget_book / "book" / "widgets.html"
-    report = audit_page(browser, page.as_uri(), widget_book.as_uri(), settle_ms=1500)
+    report = audit_page(browser, page.as_uri(), widget_book.as_uri())
     assert not report.problems, report.problems
     assert _drive(browser, page.as_uri()) == "count is 1"

@@ -114,7 +114,7 @@ def test_the_built_chapters_carry_the_current_widget_code(built_html):
 def test_the_chapters_with_a_playground_load_offline_without_problems(built_html, browser):
     with serve(built_html) as base:
         for chapter in (CHAPTER_2, CHAPTER_4):
-            report = audit_page(browser, base + chapter, base, settle_ms=1500)
+            report = audit_page(browser, base + chapter, base)
             assert not report.problems, (chapter, report.problems)
 
 
@@ -207,7 +207,7 @@ READ_EXPLORER = """(root) => ({
 @pytest.mark.slow
 def test_the_alignment_explorer_loads_offline_without_problems(alignment_book, browser):
     with serve(alignment_book) as base:
-        report = audit_page(browser, base + "book/alignment.html", base, settle_ms=1500)
+        report = audit_page(browser, base + "book/alignment.html", base)
     assert not report.problems, report.problems
 
 
