@@ -4,6 +4,8 @@ Every page of each edition links to its twin in the other, and a reader who swit
 page at the same place; the Chinese pages read in Chinese (their prose, captions, alt text, the theme's
 labels and the widgets' interface), show figures drawn in Chinese, and the glossary works both ways.
 The pages are read as built (`make book` builds both editions); the browser tests open them served.
+That a click on the switcher of every page lands on its twin and back is checked in tests/test_every_page.py,
+on the same loads as the pages' other checks.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import html as html_lib
 import re
 import sys
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
 
 import pytest
 
@@ -99,24 +100,6 @@ def test_switching_language_keeps_the_readers_place(browser, built_html, device)
             _click_where_it_is(page, page.locator("a.course-edition[hreflang=zh-CN]"))
             page.wait_for_url(re.compile(r"/zh/book/04-three-stages\.html#stage-2-softmax$"))
             assert page.evaluate("document.documentElement.lang") == "zh-CN"
-
-
-@pytest.mark.browser
-def test_every_page_switches_to_its_twin_and_back_in_the_browser(browser, built_html, folders):
-    """On every page a reader clicks 中文 and lands on the same page in Chinese, then clicks English and
-    is back where they started: every page of both editions switched once, in one browser tab, with
-    nothing failing on the way (``reader``)."""
-    chinese = folders[CHINESE].relative_to(built_html).as_posix() + "/"
-    pages = [path for path in pages_of(folders[ENGLISH]) if path != "index.html"]
-    with serve(built_html) as base, reader(browser, base, pages[0], "desktop") as page:
-        for path in pages:
-            page.goto(base + path, wait_until="domcontentloaded")
-            for target, lang in ((chinese + path, "zh-CN"), (path, "en")):
-                with page.expect_navigation(wait_until="domcontentloaded"):
-                    _click_where_it_is(page, page.locator("a.course-edition:not([aria-current])"))
-                landed = urlsplit(page.url).path
-                assert landed == urlsplit(urljoin(base, target)).path, f"{path}: switched to {landed}, not {target}"
-                assert page.evaluate("document.documentElement.lang") == lang, landed
 
 
 # ---- The Chinese edition reads in Chinese ------------------------------------------------------------

@@ -3,9 +3,10 @@
 Headless Chromium opens the built pages, served under a sub-path with every outside request blocked, at
 each size and colour scheme, and does what a reader does: opens the chapter list and "On this page"
 and follows a link from them, closes them with Escape, their Close button or a tap outside; scrolls a
-wide equation; enlarges a figure; and checks that no page scrolls sideways, that Chinese text is
-marked as Chinese for screen readers, and that every page has a favicon. No console error, failed
-request or outside request is allowed on any page opened here.
+wide equation; enlarges a figure; and checks that Chinese text is marked as Chinese for screen readers,
+and that every page has a favicon. No console error, failed request or outside request is allowed on any
+page opened here. That no page scrolls sideways on any of these screens is checked in
+tests/test_every_page.py, on the same loads as the pages' other checks.
 """
 
 from __future__ import annotations
@@ -118,22 +119,6 @@ def test_on_a_desktop_the_menu_button_hides_and_shows_the_chapter_list(browser, 
         page.wait_for_function("el => getComputedStyle(el).visibility === 'visible'", arg=sidebar.element_handle())
         assert chapter_5.is_visible()
         assert toggle.get_attribute("aria-expanded") == "true"
-
-
-@pytest.mark.parametrize("device", sorted(DEVICES))
-def test_no_page_scrolls_sideways(browser, base, built_html, device):
-    wide = {}
-    for path in pages_of(built_html):
-        if path == "index.html":  # redirects to book/index.html, which is checked itself
-            continue
-        with reader(browser, base, path, device) as page:
-            page.wait_for_load_state("load")
-            # Once math is typeset (it can widen the page) and our script has looked at it.
-            page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
-            sizes = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
-            if sizes[0] > sizes[1]:
-                wide[path] = sizes
-    assert wide == {}, "pages wider than the screen: {page: [scrollWidth, clientWidth]}"
 
 
 def test_a_wide_equation_scrolls_in_its_own_box_on_a_phone(browser, base):
