@@ -280,21 +280,44 @@ def host_of(url: str) -> str:
     return urlsplit(url).netloc
 
 
-def build_fixture_book(folder: Path, page: Path, title: str, stem: str) -> Path:
-    """Build, with `make book`, a throwaway book whose only chapter is the fixture ``page`` (as book/<stem>.md);
-    return its HTML folder."""
+def build_fixture_book(folder: Path, title: str, pages: dict[str, Path]) -> Path:
+    """Build, with `make book`, a throwaway book whose chapters are the fixture ``pages`` ({stem: page}, each as
+    book/<stem>.md); return its HTML folder."""
     root = Path(__file__).resolve().parents[1]
     (folder / "book").mkdir(parents=True)
     shutil.copy2(root / "_config.yml", folder / "_config.yml")
     shutil.copytree(root / "book" / "_ext", folder / "book" / "_ext")
-    shutil.copy2(page, folder / "book" / f"{stem}.md")
+    for stem, page in pages.items():
+        shutil.copy2(page, folder / "book" / f"{stem}.md")
     (folder / "book" / "index.md").write_text(f"# {title}\n")
-    (folder / "_toc.yml").write_text(f"format: jb-book\nroot: book/index\nchapters:\n  - file: book/{stem}\n")
+    chapters = "".join(f"  - file: book/{stem}\n" for stem in pages)
+    (folder / "_toc.yml").write_text(f"format: jb-book\nroot: book/index\nchapters:\n{chapters}")
     (folder / "web").symlink_to(root / "web")
     result = subprocess.run(["make", "--no-print-directory", "-C", str(root), "book", f"BOOK={folder}"],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return folder / "_build" / "html"
+
+
+# The widget tests' pages, in one throwaway book: book/widgets.html (an anywidget counter),
+# book/alignment.html (alignment explorers), book/a11y.html (chapter 4's playground and an explorer).
+WIDGET_PAGES = {"widgets": "widget-page.md", "alignment": "alignment-page.md", "a11y": "a11y-widgets.md"}
+
+
+def shared_widget_book(shared: Path) -> Path:
+    """The book of ``WIDGET_PAGES``, built once in the folder ``shared`` by whichever test process needs it
+    first, while the others wait for it (a file lock); return its HTML folder."""
+    import fcntl
+
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    folder = shared / "widget-book"
+    with open(shared / "widget-book.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        html = folder / "_build" / "html"
+        if not (html / "index.html").is_file():  # not built, or a build that failed: build it (again)
+            shutil.rmtree(folder, ignore_errors=True)
+            build_fixture_book(folder, "Widget test book", {stem: fixtures / page for stem, page in WIDGET_PAGES.items()})
+        return html
 
 
 @contextlib.contextmanager
