@@ -358,7 +358,9 @@ def test_the_widgets_text_stays_legible_on_a_phone(browser, base, device):
     """Text drawn in the widgets' pictures is at least 9 px on the screen (the book's floor for figure labels),
     though a picture shrinks to a phone's width."""
     with widget_page(browser, base, device) as page:
-        page.wait_for_timeout(300)  # a redraw at the width the layout settled on
+        # A redraw at the width the layout settled on: the fonts are in, and the frames that follow have
+        # run the widget's ResizeObserver (which redraws at once).
+        page.evaluate("() => document.fonts.ready.then(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))))")
         sizes = page.evaluate(
             """(roots) => roots.flatMap(r => [...document.querySelectorAll(`${r} svg text`)])
                  .filter(t => t.getClientRects().length > 0 && t.textContent.trim())
