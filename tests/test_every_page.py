@@ -52,6 +52,8 @@ class Walk:
     pages: list[str]  # the English pages walked from
     problems: dict[str, list[str]] = field(default_factory=dict)  # page: what failed while it was open
     widths: dict[str, list[int]] = field(default_factory=dict)  # page: [scrollWidth, clientWidth]
+    # page of CHINESE_READ: (Chinese texts of its main column not inside lang="zh…", how many elements are lang="zh")
+    chinese: dict[str, tuple[list[str], int]] = field(default_factory=dict)
     switches: dict[str, str] = field(default_factory=dict)  # page: what went wrong switching from it
 
 
@@ -62,11 +64,31 @@ def _click_where_it_is(page, locator) -> None:
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
 
 
+# English pages with Chinese text in them, where every piece of it that a screen reader reads in the main
+# column sits inside lang="zh", except in code, math and the widgets (which mark their own).
+CHINESE_READ = ("book/glossary.html", "book/01-overview.html", "book/02-soft-hard.html", "book/06-attention-decoder.html")
+CHINESE_UNMARKED = r"""() => {
+  const han = /[\u3400-\u4dbf\u4e00-\u9fff]/;
+  const walker = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+  const missed = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (!han.test(node.data)) continue;
+    const el = node.parentElement;
+    if (!el.checkVisibility()) continue;  // not shown (the print-only title): not read either
+    if (el.closest('pre, code, script, style, mjx-container, .math, .course-widget, .cell_output')) continue;
+    const lang = el.closest('[lang]');
+    if (!lang || !lang.getAttribute('lang').startsWith('zh')) missed.push(node.data.trim().slice(0, 30));
+  }
+  return [missed, document.querySelectorAll("main [lang='zh']").length];
+}"""
+
+
 def walk_on_a_desktop(browser, built_html: Path, chinese: str) -> Walk:
     """On every English page (the root's redirect left out) a reader on a desktop clicks 中文 and lands on
     the same page in Chinese, then clicks English and is back where they started, in one browser tab.
     Nothing may fail on the way (as ``browser_audit.reader`` holds it); both pages' widths are measured
-    (a twin the click does not reach is opened to be measured)."""
+    (a twin the click does not reach is opened to be measured), and the Chinese text of the pages of
+    ``CHINESE_READ`` read as a screen reader finds it (``CHINESE_UNMARKED``)."""
     walk = Walk([path for path in pages_of(built_html) if path != "index.html"])
     width, height = DEVICES["desktop"]
     with serve(built_html) as base:
@@ -99,6 +121,8 @@ def walk_on_a_desktop(browser, built_html: Path, chinese: str) -> Walk:
                 report = PageReport(path)
                 measure_width(page, report, "desktop")
                 walk.widths[path] = report.widths["desktop"]
+                if path in CHINESE_READ:
+                    walk.chinese[path] = tuple(page.evaluate(CHINESE_UNMARKED))
             except PlaywrightError as error:
                 problem(f"the page did not get ready: {str(error).splitlines()[0]}", path)
 
@@ -268,6 +292,20 @@ def test_a_page_wider_than_the_screen_is_caught(built_html, browser, tmp_path):
     assert not report.problems, report.problems
     assert report.widths["phone"][0] >= 1000 > report.widths["phone"][1]
     assert report.widths["tablet"][0] >= 1000 > report.widths["tablet"][1] > report.widths["phone"][1]
+
+
+# ---- Chinese text is marked as Chinese ----------------------------------------------------------------
+
+def test_chinese_text_is_marked_as_chinese(crawl):
+    # Every piece of Chinese text a screen reader reads on these pages sits inside lang="zh", except in
+    # code, math and the widgets (which mark their own).
+    walk = crawl.on_a_desktop()
+    for path in CHINESE_READ:
+        assert path in walk.chinese and path not in walk.problems, (path, walk.problems.get(path))
+        unmarked, marked = walk.chinese[path]
+        assert unmarked == [], (path, unmarked)
+        assert marked > 0, path
+    assert crawl.built_html.joinpath("book/glossary.html").read_text(encoding="utf-8").count('<span lang="zh">') > 50
 
 
 # ---- Each page switches to its twin -----------------------------------------------------------------
