@@ -144,7 +144,7 @@ def _watch(page, report: PageReport, base: str) -> None:
     page.on("response", lambda resp: report.failed.append(f"{resp.url} (HTTP {resp.status})") if resp.status >= 400 else None)
 
 
-def _wait_for_math(page) -> None:
+def wait_for_math(page) -> None:
     """Wait for MathJax's first typeset where the page has math."""
     if page.evaluate("document.querySelectorAll('.math').length") > 0:
         page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
@@ -174,7 +174,7 @@ def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport
     page.goto(url, wait_until="load")
     for attempt in range(5):
         try:
-            _wait_for_math(page)
+            wait_for_math(page)
             page.wait_for_function(WIDGETS_DRAWN, timeout=15000)
             page.wait_for_timeout(settle_ms)  # errors that come late have had settle_ms to come
             _count_math(page, report)
@@ -189,6 +189,13 @@ def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport
     report.final_url = page.url
     context.close()
     return _each_once(report)
+
+
+def click_where_it_is(page, locator) -> None:
+    """Click as a reader does, where the element is on screen: Playwright's own click first scrolls an
+    element of a sticky header "into view", which moves the page the reader is reading."""
+    box = locator.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
 
 
 def measure_width(page, report: PageReport, device: str) -> None:
@@ -229,7 +236,7 @@ def visit(browser, base: str, path: str, folder: Path, settle_ms: int = 300) -> 
         page.goto(report.url, wait_until="load")
         for condition in SET_UP:
             page.wait_for_function(condition)
-        _wait_for_math(page)
+        wait_for_math(page)
         measure_width(page, report, "phone")  # where a page that math widens is widest
         ready = time.monotonic()
         page.wait_for_function(WIDGETS_DRAWN, timeout=15000)

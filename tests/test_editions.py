@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_audit import DEVICES, editions, pages_of, reader, serve
+from browser_audit import DEVICES, click_where_it_is, editions, pages_of, reader, serve
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 ENGLISH, CHINESE = "en", "zh_CN"
@@ -72,13 +72,6 @@ def test_every_page_of_each_edition_links_to_the_same_page_of_the_other(folders)
             assert f'rel="alternate" hreflang=' in page_html and href in page_html, path
 
 
-def _click_where_it_is(page, locator) -> None:
-    """Click as a reader does, where the element is on screen: Playwright's own click first scrolls an
-    element of a sticky header "into view", which moves the page the reader is reading."""
-    box = locator.bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-
-
 @pytest.mark.browser
 @pytest.mark.parametrize("device", ["phone", "desktop"])
 def test_switching_language_keeps_the_readers_place(browser, built_html, device):
@@ -92,12 +85,12 @@ def test_switching_language_keeps_the_readers_place(browser, built_html, device)
             assert "阶段 2" in section.locator("h2, h3").first.inner_text()
             link = page.locator("a.course-edition[hreflang=en]")
             assert link.is_visible()
-            _click_where_it_is(page, link)
+            click_where_it_is(page, link)
             page.wait_for_url(re.compile(r"/book/04-three-stages\.html#stage-2-softmax$"))
             assert page.evaluate("document.documentElement.lang") == "en"
             assert page.locator("section#stage-2-softmax h2, section#stage-2-softmax h3").first.inner_text().startswith("Stage 2")
             page.wait_for_function("Math.abs(document.querySelector('section#stage-2-softmax').getBoundingClientRect().top) < 200")
-            _click_where_it_is(page, page.locator("a.course-edition[hreflang=zh-CN]"))
+            click_where_it_is(page, page.locator("a.course-edition[hreflang=zh-CN]"))
             page.wait_for_url(re.compile(r"/zh/book/04-three-stages\.html#stage-2-softmax$"))
             assert page.evaluate("document.documentElement.lang") == "zh-CN"
 

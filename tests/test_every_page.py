@@ -1,5 +1,5 @@
 """Every page of both editions in headless Chromium: it works offline, weighs what the budget allows, never
-scrolls sideways, and switches to its twin in the other edition and back.
+scrolls sideways, and switches to its twin in the other edition and back; Chinese text is marked as such.
 
 The build is served over HTTP under a sub-path with every request outside it blocked (browser_audit). Each
 page is loaded, at most, twice, and every check below reads what those loads recorded:
@@ -10,7 +10,8 @@ page is loaded, at most, twice, and every check below reads what those loads rec
   (820×1180), its width again;
 - on a desktop (1366×900), in one tab for the whole book (``walk_on_a_desktop``): each English page, then
   its Chinese twin through the reader's click on 中文, then back through the click on English; the
-  problems met on the way, the width of both pages, and where each click landed.
+  problems met on the way, the width of both pages, where each click landed, and on the English pages
+  with Chinese in them (``CHINESE_READ``), the Chinese text a screen reader would read outside lang="zh".
 
 The page-weight budget (bench/lighthouse_pages.py records the same bytes, and Lighthouse's scores):
 
@@ -32,8 +33,8 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from browser_audit import (DEVICES, SET_UP, PageReport, _inside, _wait_for_math, audit_page, block_outside,
-                           editions, measure_width, pages_of, serve, visit)
+from browser_audit import (DEVICES, SET_UP, PageReport, _inside, audit_page, block_outside, click_where_it_is, editions,
+                           measure_width, pages_of, serve, visit, wait_for_math)
 
 pytestmark = pytest.mark.browser
 
@@ -55,13 +56,6 @@ class Walk:
     # page of CHINESE_READ: (Chinese texts of its main column not inside lang="zh…", how many elements are lang="zh")
     chinese: dict[str, tuple[list[str], int]] = field(default_factory=dict)
     switches: dict[str, str] = field(default_factory=dict)  # page: what went wrong switching from it
-
-
-def _click_where_it_is(page, locator) -> None:
-    """Click as a reader does, where the element is on screen: Playwright's own click first scrolls an
-    element of a sticky header "into view", which moves the page the reader is reading."""
-    box = locator.bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
 
 
 # English pages with Chinese text in them, where every piece of it that a screen reader reads in the main
@@ -117,7 +111,7 @@ def walk_on_a_desktop(browser, built_html: Path, chinese: str) -> Walk:
                 page.wait_for_load_state("load")
                 for condition in SET_UP:
                     page.wait_for_function(condition)
-                _wait_for_math(page)
+                wait_for_math(page)
                 report = PageReport(path)
                 measure_width(page, report, "desktop")
                 walk.widths[path] = report.widths["desktop"]
@@ -130,7 +124,7 @@ def walk_on_a_desktop(browser, built_html: Path, chinese: str) -> Walk:
             """Click the other edition on ``path``: did the reader land on ``target``, in ``lang``?"""
             try:
                 with page.expect_navigation(wait_until="domcontentloaded"):
-                    _click_where_it_is(page, page.locator("a.course-edition:not([aria-current])"))
+                    click_where_it_is(page, page.locator("a.course-edition:not([aria-current])"))
             except PlaywrightError as error:
                 walk.switches[path] = f"no switch: {str(error).splitlines()[0]}"
                 return False
