@@ -12,9 +12,10 @@ import shutil
 import subprocess
 import http.server
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from playwright.sync_api import Error as PlaywrightError
 
@@ -45,6 +46,8 @@ class PageReport:
     math_rendered: int = 0
     math_errors: int = 0
     final_url: str = ""  # where the page ended up (the root index redirects)
+    files: dict[str, int] = field(default_factory=dict)  # the build's files it loaded (visit): path in the build, size on disk
+    widths: dict[str, list[int]] = field(default_factory=dict)  # device: [scrollWidth, clientWidth] of the page (visit)
 
     @property
     def problems(self) -> list[str]:
@@ -119,12 +122,18 @@ def block_outside(page, inside) -> list[str]:
     return blocked
 
 
-def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport:
-    """Open ``url`` in a fresh context where only URLs under ``base`` may load; report every problem seen."""
-    report = PageReport(url)
-    context = browser.new_context()
-    page = context.new_page()
+# The page is set up: the theme has applied the colour scheme, and the book's script has run.
+SET_UP = ("document.documentElement.dataset.theme === 'light'",
+          "document.querySelector('.primary-toggle[aria-controls]') !== null")
+# Every widget the page shows is drawn, or says it could not be (book/_ext/widget_host.js).
+WIDGETS_DRAWN = "[...document.querySelectorAll('.course-widget')].every((el) => el.childElementCount > 0)"
+WIDTHS = "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+NEXT_FRAME = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
 
+
+def _watch(page, report: PageReport, base: str) -> None:
+    """Record in ``report`` every problem ``page`` meets from its first request: outside requests (blocked),
+    failed requests and answers >= 400, console errors and page errors."""
     report.blocked = block_outside(page, lambda request_url: _inside(request_url, base))
     page.on("console", lambda msg: report.console_errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: report.page_errors.append(str(exc)))
@@ -134,17 +143,41 @@ def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport
     )
     page.on("response", lambda resp: report.failed.append(f"{resp.url} (HTTP {resp.status})") if resp.status >= 400 else None)
 
+
+def wait_for_math(page) -> None:
+    """Wait for MathJax's first typeset where the page has math."""
+    if page.evaluate("document.querySelectorAll('.math').length") > 0:
+        page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
+        page.evaluate("MathJax.startup.promise")
+
+
+def _count_math(page, report: PageReport) -> None:
+    report.math_elements = page.evaluate("document.querySelectorAll('.math').length")
+    report.math_rendered = page.evaluate("document.querySelectorAll('.math mjx-container').length")
+    report.math_errors = page.evaluate("document.querySelectorAll('mjx-merror').length")
+
+
+def _each_once(report: PageReport) -> PageReport:
+    # Console messages about blocked requests repeat the blocked list; keep each problem once.
+    report.console_errors = [m for m in report.console_errors if "ERR_BLOCKED_BY_CLIENT" not in m]
+    return report
+
+
+def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport:
+    """Open ``url`` in a fresh context where only URLs under ``base`` may load; report every problem seen
+    once its math is typeset and its widgets are drawn."""
+    report = PageReport(url)
+    context = browser.new_context()
+    page = context.new_page()
+    _watch(page, report, base)
+
     page.goto(url, wait_until="load")
     for attempt in range(5):
         try:
-            # Wait for MathJax's first typeset where the page has math.
-            if page.evaluate("document.querySelectorAll('.math').length") > 0:
-                page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
-                page.evaluate("MathJax.startup.promise")
-            page.wait_for_timeout(settle_ms)
-            report.math_elements = page.evaluate("document.querySelectorAll('.math').length")
-            report.math_rendered = page.evaluate("document.querySelectorAll('.math mjx-container').length")
-            report.math_errors = page.evaluate("document.querySelectorAll('mjx-merror').length")
+            wait_for_math(page)
+            page.wait_for_function(WIDGETS_DRAWN, timeout=15000)
+            page.wait_for_timeout(settle_ms)  # errors that come late have had settle_ms to come
+            _count_math(page, report)
             break
         except PlaywrightError as error:
             # The book's root index.html redirects (meta refresh) to its first page: audit where it lands.
@@ -155,9 +188,77 @@ def audit_page(browser, url: str, base: str, settle_ms: int = 300) -> PageReport
             page.wait_for_load_state("load")
     report.final_url = page.url
     context.close()
-    # Console messages about blocked requests repeat the blocked list; keep each problem once.
-    report.console_errors = [m for m in report.console_errors if "ERR_BLOCKED_BY_CLIENT" not in m]
-    return report
+    return _each_once(report)
+
+
+def click_where_it_is(page, locator) -> None:
+    """Click as a reader does, where the element is on screen: Playwright's own click first scrolls an
+    element of a sticky header "into view", which moves the page the reader is reading."""
+    box = locator.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+
+
+def measure_width(page, report: PageReport, device: str) -> None:
+    """Record the page's width against the screen's on ``device``: the widest seen, if measured again."""
+    sizes = page.evaluate(WIDTHS)
+    if sizes[0] > report.widths.get(device, [0, 0])[0]:
+        report.widths[device] = sizes
+
+
+def visit(browser, base: str, path: str, folder: Path, settle_ms: int = 300) -> PageReport:
+    """Open ``path`` once as a reader on a phone (390×844, touch, light) does, in a fresh context where only
+    URLs under ``base`` may load, and record all that the page tests need from that one load:
+
+    - every problem, as ``audit_page`` does, with the math rendered and every widget drawn;
+    - ``files``: every file of the build (served from ``folder``) it loaded until the network was quiet, with
+      its size on disk (0: not in the build), counted from the page's first request, none from a cache;
+    - ``widths``: its width against the screen's on the phone, and then with the same page turned into a
+      tablet's screen (820×1180, a reader who turns a tablet; the layout is measured afresh).
+
+    Something that keeps the page from getting ready is a problem of the page, not an error of the visit.
+    """
+    report = PageReport(base + path)
+    context = browser.new_context(viewport=dict(zip(("width", "height"), DEVICES["phone"])), color_scheme="light",
+                                  has_touch=True, is_mobile=False)
+    page = context.new_page()
+    _watch(page, report, base)
+    prefix = urlsplit(base).path
+    files: dict[str, int] = {}
+
+    def count(request):
+        url = urlsplit(request.url)
+        if url.path.startswith(prefix):
+            file = folder / unquote(url.path[len(prefix):])
+            files[file.relative_to(folder).as_posix()] = file.stat().st_size if file.is_file() else 0
+
+    page.on("requestfinished", count)
+    try:
+        page.goto(report.url, wait_until="load")
+        for condition in SET_UP:
+            page.wait_for_function(condition)
+        wait_for_math(page)
+        measure_width(page, report, "phone")  # where a page that math widens is widest
+        ready = time.monotonic()
+        page.wait_for_function(WIDGETS_DRAWN, timeout=15000)
+        page.wait_for_load_state("networkidle")
+        report.files = dict(files)
+        late = settle_ms / 1000 - (time.monotonic() - ready)  # errors that come late have had settle_ms to come
+        if late > 0:
+            page.wait_for_timeout(late * 1000)
+        _count_math(page, report)
+        measure_width(page, report, "phone")
+        page.set_viewport_size(dict(zip(("width", "height"), DEVICES["tablet"])))
+        page.evaluate(NEXT_FRAME)
+        measure_width(page, report, "tablet")
+    except PlaywrightError as error:
+        report.files = report.files or dict(files)
+        report.page_errors.append(f"the page did not get ready: {str(error).splitlines()[0]}")
+    report.final_url = page.url
+    # What the page met until now: what closing it cuts short is no problem of the page.
+    seen = list(report.blocked), list(report.failed), list(report.console_errors), list(report.page_errors)
+    context.close()
+    report.blocked, report.failed, report.console_errors, report.page_errors = seen
+    return _each_once(report)
 
 
 def editions(html_dir: Path) -> dict[str, Path]:
@@ -186,21 +287,44 @@ def host_of(url: str) -> str:
     return urlsplit(url).netloc
 
 
-def build_fixture_book(folder: Path, page: Path, title: str, stem: str) -> Path:
-    """Build, with `make book`, a throwaway book whose only chapter is the fixture ``page`` (as book/<stem>.md);
-    return its HTML folder."""
+def build_fixture_book(folder: Path, title: str, pages: dict[str, Path]) -> Path:
+    """Build, with `make book`, a throwaway book whose chapters are the fixture ``pages`` ({stem: page}, each as
+    book/<stem>.md); return its HTML folder."""
     root = Path(__file__).resolve().parents[1]
     (folder / "book").mkdir(parents=True)
     shutil.copy2(root / "_config.yml", folder / "_config.yml")
     shutil.copytree(root / "book" / "_ext", folder / "book" / "_ext")
-    shutil.copy2(page, folder / "book" / f"{stem}.md")
+    for stem, page in pages.items():
+        shutil.copy2(page, folder / "book" / f"{stem}.md")
     (folder / "book" / "index.md").write_text(f"# {title}\n")
-    (folder / "_toc.yml").write_text(f"format: jb-book\nroot: book/index\nchapters:\n  - file: book/{stem}\n")
+    chapters = "".join(f"  - file: book/{stem}\n" for stem in pages)
+    (folder / "_toc.yml").write_text(f"format: jb-book\nroot: book/index\nchapters:\n{chapters}")
     (folder / "web").symlink_to(root / "web")
     result = subprocess.run(["make", "--no-print-directory", "-C", str(root), "book", f"BOOK={folder}"],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return folder / "_build" / "html"
+
+
+# The widget tests' pages, in one throwaway book: book/widgets.html (an anywidget counter),
+# book/alignment.html (alignment explorers), book/a11y.html (chapter 4's playground and an explorer).
+WIDGET_PAGES = {"widgets": "widget-page.md", "alignment": "alignment-page.md", "a11y": "a11y-widgets.md"}
+
+
+def shared_widget_book(shared: Path) -> Path:
+    """The book of ``WIDGET_PAGES``, built once in the folder ``shared`` by whichever test process needs it
+    first, while the others wait for it (a file lock); return its HTML folder."""
+    import fcntl
+
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    folder = shared / "widget-book"
+    with open(shared / "widget-book.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        html = folder / "_build" / "html"
+        if not (html / "index.html").is_file():  # not built, or a build that failed: build it (again)
+            shutil.rmtree(folder, ignore_errors=True)
+            build_fixture_book(folder, "Widget test book", {stem: fixtures / page for stem, page in WIDGET_PAGES.items()})
+        return html
 
 
 @contextlib.contextmanager

@@ -40,6 +40,16 @@ def built_html() -> Path:
     return BUILT_HTML
 
 
+@pytest.fixture(scope="session")
+def widget_book(tmp_path_factory) -> Path:
+    """The throwaway book of the widget tests' pages (browser_audit.WIDGET_PAGES), built once for the whole
+    run: pytest-xdist's workers share it, in the folder above their own temporary folders."""
+    from browser_audit import shared_widget_book
+
+    shared = tmp_path_factory.getbasetemp()
+    return shared_widget_book(shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared)
+
+
 def pytest_sessionfinish(session, exitstatus):
     # Under CI a skipped test is a test that did not run: count it as a failure.
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -4,6 +4,8 @@ Every page of each edition links to its twin in the other, and a reader who swit
 page at the same place; the Chinese pages read in Chinese (their prose, captions, alt text, the theme's
 labels and the widgets' interface), show figures drawn in Chinese, and the glossary works both ways.
 The pages are read as built (`make book` builds both editions); the browser tests open them served.
+That a click on the switcher of every page lands on its twin and back is checked in tests/test_every_page.py,
+on the same loads as the pages' other checks.
 """
 
 from __future__ import annotations
@@ -12,11 +14,10 @@ import html as html_lib
 import re
 import sys
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from browser_audit import DEVICES, editions, pages_of, reader, serve
+from browser_audit import DEVICES, click_where_it_is, editions, pages_of, reader, serve
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 ENGLISH, CHINESE = "en", "zh_CN"
@@ -71,13 +72,6 @@ def test_every_page_of_each_edition_links_to_the_same_page_of_the_other(folders)
             assert f'rel="alternate" hreflang=' in page_html and href in page_html, path
 
 
-def _click_where_it_is(page, locator) -> None:
-    """Click as a reader does, where the element is on screen: Playwright's own click first scrolls an
-    element of a sticky header "into view", which moves the page the reader is reading."""
-    box = locator.bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-
-
 @pytest.mark.browser
 @pytest.mark.parametrize("device", ["phone", "desktop"])
 def test_switching_language_keeps_the_readers_place(browser, built_html, device):
@@ -91,32 +85,14 @@ def test_switching_language_keeps_the_readers_place(browser, built_html, device)
             assert "阶段 2" in section.locator("h2, h3").first.inner_text()
             link = page.locator("a.course-edition[hreflang=en]")
             assert link.is_visible()
-            _click_where_it_is(page, link)
+            click_where_it_is(page, link)
             page.wait_for_url(re.compile(r"/book/04-three-stages\.html#stage-2-softmax$"))
             assert page.evaluate("document.documentElement.lang") == "en"
             assert page.locator("section#stage-2-softmax h2, section#stage-2-softmax h3").first.inner_text().startswith("Stage 2")
             page.wait_for_function("Math.abs(document.querySelector('section#stage-2-softmax').getBoundingClientRect().top) < 200")
-            _click_where_it_is(page, page.locator("a.course-edition[hreflang=zh-CN]"))
+            click_where_it_is(page, page.locator("a.course-edition[hreflang=zh-CN]"))
             page.wait_for_url(re.compile(r"/zh/book/04-three-stages\.html#stage-2-softmax$"))
             assert page.evaluate("document.documentElement.lang") == "zh-CN"
-
-
-@pytest.mark.browser
-def test_every_page_switches_to_its_twin_and_back_in_the_browser(browser, built_html, folders):
-    """On every page a reader clicks 中文 and lands on the same page in Chinese, then clicks English and
-    is back where they started: every page of both editions switched once, in one browser tab, with
-    nothing failing on the way (``reader``)."""
-    chinese = folders[CHINESE].relative_to(built_html).as_posix() + "/"
-    pages = [path for path in pages_of(folders[ENGLISH]) if path != "index.html"]
-    with serve(built_html) as base, reader(browser, base, pages[0], "desktop") as page:
-        for path in pages:
-            page.goto(base + path, wait_until="domcontentloaded")
-            for target, lang in ((chinese + path, "zh-CN"), (path, "en")):
-                with page.expect_navigation(wait_until="domcontentloaded"):
-                    _click_where_it_is(page, page.locator("a.course-edition:not([aria-current])"))
-                landed = urlsplit(page.url).path
-                assert landed == urlsplit(urljoin(base, target)).path, f"{path}: switched to {landed}, not {target}"
-                assert page.evaluate("document.documentElement.lang") == lang, landed
 
 
 # ---- The Chinese edition reads in Chinese ------------------------------------------------------------

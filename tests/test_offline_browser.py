@@ -1,5 +1,8 @@
-"""The built book works offline: in headless Chromium with every request outside the build blocked,
-every page of both editions loads, math renders, nothing fails and the console stays free of errors."""
+"""The built book works offline: in headless Chromium with every request outside the build blocked, a page
+loads from the file system too, and the audit catches a page that reaches outside the build.
+
+That every page of both editions loads, renders its math, fails nothing and keeps the console free of
+errors is checked in tests/test_every_page.py, from one load of each page shared with the other checks."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_audit import audit_page, editions, host_of, pages_of, serve
+from browser_audit import audit_page, editions, host_of, pages_of, serve, visit
 
 pytestmark = pytest.mark.browser
 
@@ -22,26 +25,6 @@ def test_the_build_has_the_pages_of_the_table_of_contents_in_both_editions(built
     assert "index.html" in english and "book/01-overview.html" in english
     assert not any(page.startswith("zh/") for page in english)
     assert pages_of(built["zh_CN"]) == english
-
-
-@pytest.mark.parametrize("language", ["en", "zh_CN"])
-def test_every_page_loads_offline_without_errors(built_html, browser, language):
-    folder = editions(built_html)[language]
-    reports = []
-    with serve(folder) as base:
-        for page in pages_of(folder):
-            reports.append(audit_page(browser, base + page, base))
-    problems = {r.url: r.problems for r in reports if r.problems}
-    assert not problems, problems
-
-
-def test_math_renders_offline(built_html, browser):
-    with serve(built_html) as base:
-        report = audit_page(browser, base + "book/01-overview.html", base)
-    assert report.math_elements >= 2  # the overview has inline and display math
-    assert report.math_rendered == report.math_elements
-    assert report.math_errors == 0
-    assert not report.problems
 
 
 def test_pages_work_from_the_file_system(built_html, browser):
@@ -67,7 +50,7 @@ def test_a_page_that_pulls_a_script_from_a_cdn_is_caught(built_html, browser, tm
     html = page.read_text(encoding="utf-8")
     page.write_text(html.replace("</head>", f'<script src="{CDN_SCRIPT}"></script></head>', 1), encoding="utf-8")
     with serve(copy) as base:
-        report = audit_page(browser, base + "book/01-overview.html", base)
+        report = visit(browser, base, "book/01-overview.html", copy)  # as tests/test_every_page.py opens every page
     assert CDN_SCRIPT in report.blocked
     assert any(host_of(CDN_SCRIPT) in problem for problem in report.problems)
 
@@ -80,12 +63,5 @@ def test_a_root_absolute_asset_path_is_caught(built_html, browser, tmp_path):
     html = page.read_text(encoding="utf-8")
     page.write_text(html.replace("</head>", '<script src="/_static/offline/widget-host.js"></script></head>', 1))
     with serve(copy) as base:
-        report = audit_page(browser, base + "book/01-overview.html", base)
+        report = visit(browser, base, "book/01-overview.html", copy)
     assert any("/_static/offline/widget-host.js" in problem for problem in report.problems)
-
-
-def test_the_root_page_leads_to_the_book(built_html, browser):
-    with serve(built_html) as base:
-        report = audit_page(browser, base + "index.html", base)
-    assert report.final_url == base + "book/index.html"
-    assert not report.problems

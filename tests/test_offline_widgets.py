@@ -1,26 +1,18 @@
 """Embedded widgets work in the static book with no kernel and no network.
 
-A throwaway book with one widget page (tests/fixtures/widget-page.md: an anywidget counter, run by
-the book's widget host) is built with `make book`, then driven in
-headless Chromium with every request outside the build blocked, over HTTP under a sub-path and from file://.
+A throwaway book's widget page (tests/fixtures/widget-page.md: an anywidget counter, run by the book's
+widget host), built with `make book` (conftest's ``widget_book``, shared with the other widget tests), is
+driven in headless Chromium with every request outside the build blocked, over HTTP under a sub-path and
+from file://.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from browser_audit import audit_page, build_fixture_book, serve
+from browser_audit import audit_page, serve
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def widget_book(tmp_path_factory) -> Path:
-    return build_fixture_book(tmp_path_factory.mktemp("widget-book"), ROOT / "tests" / "fixtures" / "widget-page.md",
-                              "Widget test book", "widgets")
 
 
 def _drive(browser, url: str) -> str:
@@ -36,7 +28,7 @@ def _drive(browser, url: str) -> str:
 
 def test_widgets_load_offline_without_errors(widget_book, browser):
     with serve(widget_book) as base:
-        report = audit_page(browser, base + "book/widgets.html", base, settle_ms=1500)
+        report = audit_page(browser, base + "book/widgets.html", base)
     assert not report.problems, report.problems
 
 
@@ -47,6 +39,6 @@ def test_widgets_respond_without_a_kernel(widget_book, browser):
 
 def test_widgets_work_from_the_file_system(widget_book, browser):
     page = widget_book / "book" / "widgets.html"
-    report = audit_page(browser, page.as_uri(), widget_book.as_uri(), settle_ms=1500)
+    report = audit_page(browser, page.as_uri(), widget_book.as_uri())
     assert not report.problems, report.problems
     assert _drive(browser, page.as_uri()) == "count is 1"

@@ -3,9 +3,10 @@
 Headless Chromium opens the built pages, served under a sub-path with every outside request blocked, at
 each size and colour scheme, and does what a reader does: opens the chapter list and "On this page"
 and follows a link from them, closes them with Escape, their Close button or a tap outside; scrolls a
-wide equation; enlarges a figure; and checks that no page scrolls sideways, that Chinese text is
-marked as Chinese for screen readers, and that every page has a favicon. No console error, failed
-request or outside request is allowed on any page opened here.
+wide equation; enlarges a figure; and checks that every page has a favicon. No console error, failed
+request or outside request is allowed on any page opened here. That no page scrolls sideways on any of
+these screens, and that Chinese text is marked as Chinese for screen readers, are checked in
+tests/test_every_page.py, on the same loads as the pages' other checks.
 """
 
 from __future__ import annotations
@@ -120,22 +121,6 @@ def test_on_a_desktop_the_menu_button_hides_and_shows_the_chapter_list(browser, 
         assert toggle.get_attribute("aria-expanded") == "true"
 
 
-@pytest.mark.parametrize("device", sorted(DEVICES))
-def test_no_page_scrolls_sideways(browser, base, built_html, device):
-    wide = {}
-    for path in pages_of(built_html):
-        if path == "index.html":  # redirects to book/index.html, which is checked itself
-            continue
-        with reader(browser, base, path, device) as page:
-            page.wait_for_load_state("load")
-            # Once math is typeset (it can widen the page) and our script has looked at it.
-            page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
-            sizes = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
-            if sizes[0] > sizes[1]:
-                wide[path] = sizes
-    assert wide == {}, "pages wider than the screen: {page: [scrollWidth, clientWidth]}"
-
-
 def test_a_wide_equation_scrolls_in_its_own_box_on_a_phone(browser, base):
     with reader(browser, base, CHAPTER_4, "phone") as page:
         page.wait_for_selector(".course-scrolls")
@@ -190,33 +175,6 @@ def test_a_figure_enlarges_to_its_full_resolution_on_a_phone(browser, base, sche
         page.keyboard.press("Escape")
         page.wait_for_function("!document.querySelector('dialog.course-figure-viewer').open")
         assert link.evaluate("a => a === document.activeElement")
-
-
-def test_chinese_text_is_marked_as_chinese(browser, base, built_html):
-    # Every piece of Chinese text a screen reader reads on these pages sits inside lang="zh", except in
-    # code, math and the widgets (which mark their own).
-    for path in ["book/glossary.html", "book/01-overview.html", "book/02-soft-hard.html", "book/06-attention-decoder.html"]:
-        with reader(browser, base, path, "desktop") as page:
-            unmarked = page.evaluate(
-                r"""() => {
-                  const han = /[\u3400-\u4dbf\u4e00-\u9fff]/;
-                  const walker = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
-                  const missed = [];
-                  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-                    if (!han.test(node.data)) continue;
-                    const el = node.parentElement;
-                    if (!el.checkVisibility()) continue;  // not shown (the print-only title): not read either
-                    if (el.closest('pre, code, script, style, mjx-container, .math, .course-widget, .cell_output')) continue;
-                    const lang = el.closest('[lang]');
-                    if (!lang || !lang.getAttribute('lang').startsWith('zh')) missed.push(node.data.trim().slice(0, 30));
-                  }
-                  return missed;
-                }"""
-            )
-            marked = page.locator("main [lang='zh']").count()
-        assert unmarked == [], (path, unmarked)
-        assert marked > 0, path
-    assert built_html.joinpath("book/glossary.html").read_text(encoding="utf-8").count('<span lang="zh">') > 50
 
 
 def test_every_page_has_a_favicon(browser, base, built_html):

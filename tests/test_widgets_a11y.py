@@ -1,7 +1,7 @@
 """The two widgets work for a keyboard, a screen reader, a finger and a dark page, in the static book.
 
-Headless Chromium opens a throwaway book built from tests/fixtures/a11y-widgets.md (chapter 4's
-playground and an alignment explorer) on a phone (390×844, touch), a tablet (820×1180, touch) and a
+Headless Chromium opens a throwaway book's page built from tests/fixtures/a11y-widgets.md (chapter 4's
+playground and an alignment explorer; conftest's ``widget_book``) on a phone (390×844, touch), a tablet (820×1180, touch) and a
 desktop (1366×900), in the theme's light and dark modes, and checks what a user of each meets: Tab
 reaches every control, with its role and name; arrow keys move a radio group's choice; focus never falls to the page when a button can
 no longer act; sliders say their values in real units; a live region says each new result once a change
@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import re
-from pathlib import Path
 
 import pytest
 
-from browser_audit import _inside, block_outside, build_fixture_book, serve
+from browser_audit import _inside, block_outside, serve
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.browser
-PAGE = "book/widgets.html"
+PAGE = "book/a11y.html"
 DEVICES = {
     "phone": {"viewport": {"width": 390, "height": 844}, "has_touch": True, "is_mobile": True, "device_scale_factor": 2},
     "tablet": {"viewport": {"width": 820, "height": 1180}, "has_touch": True, "is_mobile": True, "device_scale_factor": 2},
@@ -31,10 +29,8 @@ PLAYGROUND, EXPLORER = ".attention-playground", ".alignment-explorer"
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    html = build_fixture_book(tmp_path_factory.mktemp("a11y-book"), ROOT / "tests" / "fixtures" / "a11y-widgets.md",
-                              "Widgets for everyone", "widgets")
-    with serve(html) as url:
+def base(widget_book):
+    with serve(widget_book) as url:
         yield url
 
 
@@ -362,7 +358,9 @@ def test_the_widgets_text_stays_legible_on_a_phone(browser, base, device):
     """Text drawn in the widgets' pictures is at least 9 px on the screen (the book's floor for figure labels),
     though a picture shrinks to a phone's width."""
     with widget_page(browser, base, device) as page:
-        page.wait_for_timeout(300)  # a redraw at the width the layout settled on
+        # A redraw at the width the layout settled on: the fonts are in, and the frames that follow have
+        # run the widget's ResizeObserver (which redraws at once).
+        page.evaluate("() => document.fonts.ready.then(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))))")
         sizes = page.evaluate(
             """(roots) => roots.flatMap(r => [...document.querySelectorAll(`${r} svg text`)])
                  .filter(t => t.getClientRects().length > 0 && t.textContent.trim())

@@ -3,9 +3,9 @@
 Headless Chromium loads the built pages with every request outside the build blocked, moves the
 playground's query (by dragging its arrow head, and with the sliders and the menu), reads back the
 setting the page now shows and the weights it displays, and compares them with the course's
-``attention`` for that setting. The alignment explorer is driven the same way on a throwaway book built
-from tests/fixtures/alignment-page.md. Last, the live-kernel path in a real JupyterLab (on 127.0.0.1):
-after a drag, the page shows the kernel's PyTorch numbers for the new position.
+``attention`` for that setting. The alignment explorer is driven the same way on a throwaway book's page
+built from tests/fixtures/alignment-page.md (conftest's ``widget_book``). Last, the live-kernel path in a
+real JupyterLab (on 127.0.0.1): after a drag, the page shows the kernel's PyTorch numbers for the new position.
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from attention_course.corpus import ToyTranslationCorpus
 from attention_course.widgets import AlignmentExplorer
-from browser_audit import _inside, audit_page, block_outside, build_fixture_book, serve
+from browser_audit import _inside, audit_page, block_outside, serve
 from test_widgets import torch_reference, xy
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.browser
 CHAPTER_2 = "book/02-soft-hard.html"
 CHAPTER_4 = "book/04-three-stages.html"
@@ -114,7 +113,7 @@ def test_the_built_chapters_carry_the_current_widget_code(built_html):
 def test_the_chapters_with_a_playground_load_offline_without_problems(built_html, browser):
     with serve(built_html) as base:
         for chapter in (CHAPTER_2, CHAPTER_4):
-            report = audit_page(browser, base + chapter, base, settle_ms=1500)
+            report = audit_page(browser, base + chapter, base)
             assert not report.problems, (chapter, report.problems)
 
 
@@ -188,12 +187,6 @@ def test_the_lowest_temperature_is_hard_attention(built_html, browser):
 # The alignment explorer, on a throwaway book.
 
 
-@pytest.fixture(scope="module")
-def alignment_book(tmp_path_factory) -> Path:
-    return build_fixture_book(tmp_path_factory.mktemp("alignment-book"), ROOT / "tests" / "fixtures" / "alignment-page.md",
-                              "Alignment test book", "alignment")
-
-
 READ_EXPLORER = """(root) => ({
   sentence: Number(root.dataset.sentence), step: Number(root.dataset.step),
   steps: [...root.querySelectorAll(".ae-step")].map((b) => b.textContent),
@@ -205,17 +198,17 @@ READ_EXPLORER = """(root) => ({
 
 
 @pytest.mark.slow
-def test_the_alignment_explorer_loads_offline_without_problems(alignment_book, browser):
-    with serve(alignment_book) as base:
-        report = audit_page(browser, base + "book/alignment.html", base, settle_ms=1500)
+def test_the_alignment_explorer_loads_offline_without_problems(widget_book, browser):
+    with serve(widget_book) as base:
+        report = audit_page(browser, base + "book/alignment.html", base)
     assert not report.problems, report.problems
 
 
 @pytest.mark.slow
-def test_choosing_a_sentence_and_a_step_shows_that_row_and_its_context(alignment_book, browser):
+def test_choosing_a_sentence_and_a_step_shows_that_row_and_its_context(widget_book, browser):
     corpus = ToyTranslationCorpus(num_pairs=200, seed=0)
     pairs = [pair for pair in corpus.train_pairs if pair.reordered][:6]  # as the fixture page makes them
-    with serve(alignment_book) as base, offline_page(browser, base + "book/alignment.html", base) as page:
+    with serve(widget_book) as base, offline_page(browser, base + "book/alignment.html", base) as page:
         page.locator(".alignment-explorer .ae-weight").first.wait_for(timeout=15000)
         notes, corpus_explorer = page.locator(".alignment-explorer").nth(0), page.locator(".alignment-explorer").nth(1)
 

@@ -1,0 +1,314 @@
+"""Every page of both editions in headless Chromium: it works offline, weighs what the budget allows, never
+scrolls sideways, and switches to its twin in the other edition and back; Chinese text is marked as such.
+
+The build is served over HTTP under a sub-path with every request outside it blocked (browser_audit). Each
+page is loaded, at most, twice, and every check below reads what those loads recorded:
+
+- on a phone (390×844, touch), in a fresh context, its edition served on its own (browser_audit.visit):
+  every problem (an outside request, a failed request, a console or page error, math not rendered), every
+  file it loads until the network is quiet, with its size, and its width; then on a tablet's screen
+  (820×1180), its width again;
+- on a desktop (1366×900), in one tab for the whole book (``walk_on_a_desktop``): each English page, then
+  its Chinese twin through the reader's click on 中文, then back through the click on English; the
+  problems met on the way, the width of both pages, where each click landed, and on the English pages
+  with Chinese in them (``CHINESE_READ``), the Chinese text a screen reader would read outside lang="zh".
+
+The page-weight budget (bench/lighthouse_pages.py records the same bytes, and Lighthouse's scores):
+
+- any page: at most 3 MB, as a phone's browser loads it on a first visit (its files' sizes on disk, what a
+  reader downloads uncompressed);
+- the book's own frame (theme, fonts, scripts: what a page with no math, widget or search loads): at most
+  1 MB; MathJax (about 1.1 MB) only on pages with math, the widget host only on pages with a widget, the
+  search scripts, index and excerpt texts only on the search page;
+- never Font Awesome's 1.4 MB script (the theme's stylesheet draws the icons from the web font).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+from playwright.sync_api import Error as PlaywrightError
+
+from browser_audit import (DEVICES, SET_UP, PageReport, _inside, audit_page, block_outside, click_where_it_is, editions,
+                           measure_width, pages_of, serve, visit, wait_for_math)
+
+pytestmark = pytest.mark.browser
+
+ENGLISH, CHINESE = "en", "zh_CN"
+KB = 1000
+ANY_PAGE = 3000 * KB
+FRAME = 1000 * KB
+SEARCH_ONLY = ("searchtools.js", "language_data.js", "searchindex.js", "course-search-texts.js", "course-search.js")
+
+
+@dataclass
+class Walk:
+    """What a reader on a desktop met going through the book in one tab, from each English page to its
+    Chinese twin and back. Pages are named as served from the build's root (zh/… for the Chinese ones)."""
+
+    pages: list[str]  # the English pages walked from
+    problems: dict[str, list[str]] = field(default_factory=dict)  # page: what failed while it was open
+    widths: dict[str, list[int]] = field(default_factory=dict)  # page: [scrollWidth, clientWidth]
+    # page of CHINESE_READ: (Chinese texts of its main column not inside lang="zh…", how many elements are lang="zh")
+    chinese: dict[str, tuple[list[str], int]] = field(default_factory=dict)
+    switches: dict[str, str] = field(default_factory=dict)  # page: what went wrong switching from it
+
+
+# English pages with Chinese text in them, where every piece of it that a screen reader reads in the main
+# column sits inside lang="zh", except in code, math and the widgets (which mark their own).
+CHINESE_READ = ("book/glossary.html", "book/01-overview.html", "book/02-soft-hard.html", "book/06-attention-decoder.html")
+CHINESE_UNMARKED = r"""() => {
+  const han = /[\u3400-\u4dbf\u4e00-\u9fff]/;
+  const walker = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+  const missed = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (!han.test(node.data)) continue;
+    const el = node.parentElement;
+    if (!el.checkVisibility()) continue;  // not shown (the print-only title): not read either
+    if (el.closest('pre, code, script, style, mjx-container, .math, .course-widget, .cell_output')) continue;
+    const lang = el.closest('[lang]');
+    if (!lang || !lang.getAttribute('lang').startsWith('zh')) missed.push(node.data.trim().slice(0, 30));
+  }
+  return [missed, document.querySelectorAll("main [lang='zh']").length];
+}"""
+
+
+def walk_on_a_desktop(browser, built_html: Path, chinese: str) -> Walk:
+    """On every English page (the root's redirect left out) a reader on a desktop clicks 中文 and lands on
+    the same page in Chinese, then clicks English and is back where they started, in one browser tab.
+    Nothing may fail on the way (as ``browser_audit.reader`` holds it); both pages' widths are measured
+    (a twin the click does not reach is opened to be measured), and the Chinese text of the pages of
+    ``CHINESE_READ`` read as a screen reader finds it (``CHINESE_UNMARKED``)."""
+    walk = Walk([path for path in pages_of(built_html) if path != "index.html"])
+    width, height = DEVICES["desktop"]
+    with serve(built_html) as base:
+        context = browser.new_context(viewport={"width": width, "height": height}, color_scheme="light",
+                                      has_touch=False, is_mobile=False)
+        page = context.new_page()
+
+        def problem(text: str, path: str | None = None) -> None:
+            """A problem of ``path``, by default of the page the tab shows when it happens."""
+            if path is None:
+                url = page.url
+                path = url[len(base):] if url.startswith(base) else url
+            walk.problems.setdefault(path, []).append(text)
+
+        # Every request outside the build is blocked, and is a problem of the page that made it.
+        block_outside(page, lambda url: _inside(url, base) or problem(f"blocked outside request: {url}"))
+        page.on("console", lambda m: problem(f"console: {m.text}") if m.type == "error" and "ERR_BLOCKED_BY_CLIENT" not in m.text else None)
+        page.on("pageerror", lambda e: problem(f"page error: {e}"))
+        page.on("response", lambda r: problem(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+        # A request cut short because the reader moved on (net::ERR_ABORTED) is no missing file.
+        page.on("requestfailed", lambda r: problem(f"failed: {r.url} ({r.failure})")
+                if _inside(r.url, base) and "ERR_ABORTED" not in (r.failure or "") else None)
+
+        def measure(path: str) -> None:
+            try:
+                page.wait_for_load_state("load")
+                for condition in SET_UP:
+                    page.wait_for_function(condition)
+                wait_for_math(page)
+                report = PageReport(path)
+                measure_width(page, report, "desktop")
+                walk.widths[path] = report.widths["desktop"]
+                if path in CHINESE_READ:
+                    walk.chinese[path] = tuple(page.evaluate(CHINESE_UNMARKED))
+            except PlaywrightError as error:
+                problem(f"the page did not get ready: {str(error).splitlines()[0]}", path)
+
+        def switch(path: str, target: str, lang: str) -> bool:
+            """Click the other edition on ``path``: did the reader land on ``target``, in ``lang``?"""
+            try:
+                with page.expect_navigation(wait_until="domcontentloaded"):
+                    click_where_it_is(page, page.locator("a.course-edition:not([aria-current])"))
+            except PlaywrightError as error:
+                walk.switches[path] = f"no switch: {str(error).splitlines()[0]}"
+                return False
+            landed = urlsplit(page.url).path
+            if landed != urlsplit(urljoin(base, target)).path:
+                walk.switches[path] = f"switched to {landed}, not {target}"
+            elif (shown := page.evaluate("document.documentElement.lang")) != lang:
+                walk.switches[path] = f"{landed} is in {shown!r}, not {lang!r}"
+            return path not in walk.switches
+
+        for path in walk.pages:
+            twin = chinese + path
+            try:
+                page.goto(base + path, wait_until="load")
+                measure(path)
+                if not switch(path, twin, "zh-CN"):
+                    page.goto(base + twin, wait_until="load")
+                measure(twin)
+                switch(twin, path, "en")
+            except PlaywrightError as error:  # a page that would not open
+                problem(f"could not be opened: {str(error).splitlines()[0]}", path)
+        context.close()
+    return walk
+
+
+class Crawl:
+    """The loads above, each done once for the module, when a test first needs it."""
+
+    def __init__(self, browser, built_html: Path):
+        self.browser, self.built_html = browser, built_html
+        self.folders = editions(built_html)
+        self.chinese = self.folders[CHINESE].relative_to(built_html).as_posix() + "/"  # as served from the root
+        self._phone: dict[str, dict[str, PageReport]] = {}
+        self._walk: Walk | None = None
+
+    def on_a_phone(self, language: str) -> dict[str, PageReport]:
+        """Every page of an edition, as ``browser_audit.visit`` found it (the root, which redirects, by
+        ``audit_page``), keyed by its path in the edition."""
+        if language not in self._phone:
+            folder = self.folders[language]
+            with serve(folder) as base:
+                self._phone[language] = {
+                    path: audit_page(self.browser, base + path, base) if path == "index.html"
+                    else visit(self.browser, base, path, folder)
+                    for path in pages_of(folder)
+                }
+        return self._phone[language]
+
+    def on_a_desktop(self) -> Walk:
+        if self._walk is None:
+            self._walk = walk_on_a_desktop(self.browser, self.built_html, self.chinese)
+        return self._walk
+
+    def weighed(self, language: str) -> dict[str, dict[str, int]]:
+        """For every page of an edition (the root's redirect left out): the build's files it loaded, with
+        their sizes on disk. Nothing may have failed on the way (a page that fails is no page weighed)."""
+        visits = {path: report for path, report in self.on_a_phone(language).items() if path != "index.html"}
+        failing = {path: report.problems for path, report in visits.items() if report.problems}
+        assert not failing, f"pages that did not load cleanly on a phone: {failing}"
+        return {path: report.files for path, report in visits.items()}
+
+
+@pytest.fixture(scope="module")
+def crawl(browser, built_html) -> Crawl:
+    return Crawl(browser, built_html)
+
+
+# ---- Offline: every page loads, math renders, nothing fails ------------------------------------------
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_every_page_loads_offline_without_errors(crawl, language):
+    problems = {r.url: r.problems for r in crawl.on_a_phone(language).values() if r.problems}
+    assert not problems, problems
+    # And on a desktop, where the English pages and their Chinese twins were opened too.
+    walk = crawl.on_a_desktop()
+    mine = {path: found for path, found in walk.problems.items() if path.startswith("zh/") == (language == CHINESE)}
+    assert not mine, f"on a desktop: {mine}"
+
+
+def test_math_renders_offline(crawl):
+    report = crawl.on_a_phone(ENGLISH)["book/01-overview.html"]
+    assert report.math_elements >= 2  # the overview has inline and display math
+    assert report.math_rendered == report.math_elements
+    assert report.math_errors == 0
+    assert not report.problems
+
+
+def test_the_root_page_leads_to_the_book(crawl):
+    report = crawl.on_a_phone(ENGLISH)["index.html"]
+    assert report.final_url == report.url.removesuffix("index.html") + "book/index.html"
+    assert not report.problems
+
+
+# ---- Page weight -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_no_page_weighs_more_than_the_budget(crawl, language):
+    loads = crawl.weighed(language)
+    heavy = {page: sum(files.values()) for page, files in loads.items() if sum(files.values()) > ANY_PAGE}
+    assert heavy == {}, f"pages over {ANY_PAGE // KB} KB: {heavy}"
+
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_what_a_page_loads_beyond_the_frame_it_needs(crawl, language):
+    folder = crawl.folders[language]
+    for page, files in crawl.weighed(language).items():
+        html = (folder / page).read_text(encoding="utf-8")
+        names = {Path(name).name for name in files}
+        assert "fontawesome.js" not in names, page
+        has_math = 'class="math' in html
+        assert any(name.startswith("_static/offline/mathjax/") for name in files) == has_math, page
+        assert ("widget-host.js" in names) == ("application/vnd.jupyter.widget-view+json" in html), page
+        for name in SEARCH_ONLY:
+            assert (name in names) == (page == "search.html"), f"{page} and {name}"
+        if not has_math and page != "search.html" and "widget-host.js" not in names:
+            frame = sum(files.values())
+            assert frame <= FRAME, f"{page}: the frame weighs {frame // KB} KB"
+
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_the_pages_were_weighed(crawl, language):
+    loads = crawl.weighed(language)
+    assert len(loads) >= 20
+    missing = {page: [name for name, size in files.items() if size == 0] for page, files in loads.items()}
+    assert not any(missing.values()), f"files loaded that are not in the build: {missing}"
+
+
+# ---- No page scrolls sideways ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("device", sorted(DEVICES))
+def test_no_page_scrolls_sideways(crawl, device):
+    """On no screen is a page of either edition wider than the screen, once its math is typeset (it can
+    widen the page); nothing may fail on the pages measured."""
+    if device == "desktop":
+        walk = crawl.on_a_desktop()
+        measured = {path: walk.widths.get(path) for path in walk.pages + [crawl.chinese + p for p in walk.pages]}
+        failing = walk.problems
+    else:  # the root redirects to book/index.html, which is measured itself
+        visits = {f"{language}: {path}": report for language in (ENGLISH, CHINESE)
+                  for path, report in crawl.on_a_phone(language).items() if path != "index.html"}
+        measured = {page: report.widths.get(device) for page, report in visits.items()}
+        failing = {page: report.problems for page, report in visits.items() if report.problems}
+    wide = {page: sizes for page, sizes in measured.items() if sizes and sizes[0] > sizes[1]}
+    assert wide == {}, f"pages wider than the screen (page: [scrollWidth, clientWidth]): {wide}"
+    assert not failing, failing  # a page that did not get ready says so here
+    assert all(measured.values()), f"pages not measured: {[page for page, sizes in measured.items() if not sizes]}"
+
+
+def test_a_page_wider_than_the_screen_is_caught(built_html, browser, tmp_path):
+    # The measurement must be able to fail: widen a copy of a built page past a tablet's screen.
+    copy = tmp_path / "html"
+    shutil.copytree(built_html, copy, ignore=shutil.ignore_patterns("zh"))
+    page = copy / "book" / "01-overview.html"
+    html = page.read_text(encoding="utf-8")
+    page.write_text(html.replace("</body>", '<div style="position: absolute; left: 0; width: 1000px; height: 1px"></div></body>', 1),
+                    encoding="utf-8")
+    with serve(copy) as base:
+        report = visit(browser, base, "book/01-overview.html", copy)
+    assert not report.problems, report.problems
+    assert report.widths["phone"][0] >= 1000 > report.widths["phone"][1]
+    assert report.widths["tablet"][0] >= 1000 > report.widths["tablet"][1] > report.widths["phone"][1]
+
+
+# ---- Chinese text is marked as Chinese ----------------------------------------------------------------
+
+def test_chinese_text_is_marked_as_chinese(crawl):
+    # Every piece of Chinese text a screen reader reads on these pages sits inside lang="zh", except in
+    # code, math and the widgets (which mark their own).
+    walk = crawl.on_a_desktop()
+    for path in CHINESE_READ:
+        assert path in walk.chinese and path not in walk.problems, (path, walk.problems.get(path))
+        unmarked, marked = walk.chinese[path]
+        assert unmarked == [], (path, unmarked)
+        assert marked > 0, path
+    assert crawl.built_html.joinpath("book/glossary.html").read_text(encoding="utf-8").count('<span lang="zh">') > 50
+
+
+# ---- Each page switches to its twin -----------------------------------------------------------------
+
+def test_every_page_switches_to_its_twin_and_back_in_the_browser(crawl):
+    """On every page a reader clicks 中文 and lands on the same page in Chinese, then clicks English and
+    is back where they started: every page of both editions switched once, in one browser tab, with
+    nothing failing on the way."""
+    walk = crawl.on_a_desktop()
+    assert len(walk.pages) >= 20 and "book/01-overview.html" in walk.pages
+    assert walk.switches == {}, walk.switches
+    assert walk.problems == {}, walk.problems
