@@ -94,6 +94,11 @@ SEQ2SEQ = {
 }
 
 
+# A process that keeps a core busy until it is killed, or until this test's process is gone (a test run that is
+# itself killed must not leave it spinning).
+HOG = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    for _ in range(100_000):\n        pass"
+
+
 def _solution_answers(assignment: str) -> dict[str, str]:
     cells = in_process.solution_cells(assignment)
     notebook = in_process.solution_notebook(assignment)
@@ -131,7 +136,7 @@ def batches(tmp_path_factory):
         batch["unchanged"] = course.grade(assignment, jobs=1, progress=False)
         stamps.append(_stamps(course, assignment, samples))
         # Two processes that keep both cores busy, and more grading jobs than cores.
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(2)]
         try:
             batch["forced"] = course.grade(assignment, jobs=4, progress=False, force=True)
         finally:
