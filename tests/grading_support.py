@@ -1,11 +1,72 @@
-"""Make sample submissions from a released notebook: fill its solution cells, or tamper with it."""
+"""Released courses, sample submissions and graded batches for the end-to-end grading tests.
+
+A course is released once per test session (``attention-course release --no-verify``, every assignment)
+and each test that needs a course gets a copy of it with seeds of its own (:func:`released_copy`):
+the release's nbgrader run and the new gradebook's migration (an ``alembic`` subprocess) are paid once,
+not once per course. Submissions are made from a released notebook (:func:`filled`) and graded in one
+batch (:func:`graded_batch`).
+"""
 
 from __future__ import annotations
 
 import copy
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
+
+from attention_course.grading.course import Course
+from attention_course.grading.grade import NotebookResult
+from attention_course.grading.nbgrader_bridge import results_path
+
+_RELEASED: dict[Path, Path] = {}  # the session's folder -> its released course
+
+
+def _session_folder(tmp_path_factory) -> Path:
+    """A folder of this test session that every process of it shares: under pytest-xdist each worker's
+    base folder is one of the session's, inside it."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _released(tmp_path_factory) -> Path:
+    """The session's released course: made by the first process that asks (the others wait for it)."""
+    session = _session_folder(tmp_path_factory)
+    if session not in _RELEASED:
+        folder = session / "released-course"
+        folder.mkdir(exist_ok=True)
+        course = folder / "course"
+        with (folder / "lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not course.is_dir():
+                building = folder / f"building-{os.getpid()}"
+                made = subprocess.run([sys.executable, "-m", "attention_course.grading.cli", "release", "--course",
+                                       str(building), "--no-verify"], capture_output=True, text=True, timeout=900)
+                assert made.returncode == 0, made.stdout + made.stderr
+                building.rename(course)
+        _RELEASED[session] = course
+    return _RELEASED[session]
+
+
+def released_copy(tmp_path_factory, root: Path) -> Course:
+    """A course at ``root`` (which must not exist) as ``attention-course release --no-verify`` makes it: every
+    assignment released, with a course seed of its own for each (drawn afresh, as a release draws it). A copy
+    of the session's one release."""
+    shutil.copytree(_released(tmp_path_factory), root)
+    course = Course(root)
+    for assignment in course.assignments():
+        course.seed(assignment, reseed=True)
+    return course
+
+
+def released_notebook(tmp_path_factory, assignment: str, notebook: str | None = None):
+    """The released notebook (``notebook``, by default the assignment's own) as students receive it."""
+    path = _released(tmp_path_factory) / "release" / assignment / f"{notebook or assignment}.ipynb"
+    return nbformat.read(path, as_version=4)
 
 
 def grade_id(cell) -> str | None:
@@ -38,6 +99,40 @@ def submit(course_root: Path, student: str, assignment: str, notebook_name: str,
     path = folder / f"{notebook_name}.ipynb"
     nbformat.write(notebook, path)
     return path
+
+
+def submit_all(course: Course, assignment: str, notebooks: dict, files: dict[str, dict[str, str | bytes]] | None = None) -> None:
+    """Each student's submission of ``assignment`` (whose notebook has the assignment's name): a notebook, the
+    bytes of a file in its place, or None for a folder without it; ``files``: {student: {name: content}} put
+    next to it."""
+    for student, notebook in notebooks.items():
+        folder = course.root / "submitted" / student / assignment
+        folder.mkdir(parents=True, exist_ok=True)
+        if isinstance(notebook, bytes):
+            (folder / f"{assignment}.ipynb").write_bytes(notebook)
+        elif notebook is not None:
+            submit(course.root, student, assignment, assignment, notebook)
+    for student, extra in (files or {}).items():
+        folder = course.root / "submitted" / student / assignment
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, content in extra.items():
+            (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+
+
+def grade_all(course: Course, assignment: str, *, jobs: int = 2, **options) -> tuple[dict, dict]:
+    """Every submission of ``assignment`` graded in one batch: ({student: summary}, {student: saved result})."""
+    summaries = {s.student: s for s in course.grade(assignment, jobs=jobs, progress=False, **options)}
+    paths = {student: results_path(course.results_dir, assignment, student, assignment) for student in summaries}
+    return summaries, {student: NotebookResult.load(path) for student, path in paths.items() if path.is_file()}
+
+
+def graded_batch(tmp_path_factory, assignment: str, notebooks: dict, files: dict | None = None, *, jobs: int = 2,
+                 **options) -> tuple[Course, dict, dict]:
+    """A released course of its own with ``notebooks`` submitted (see :func:`submit_all`), graded in one batch:
+    (course, {student: summary}, {student: saved result})."""
+    course = released_copy(tmp_path_factory, tmp_path_factory.mktemp(assignment) / "course")
+    submit_all(course, assignment, notebooks, files)
+    return (course, *grade_all(course, assignment, jobs=jobs, **options))
 
 
 def assert_points_and_flags(result, flags: list[str], expected_points: dict[str, float], expected_flags: list[str]) -> None:

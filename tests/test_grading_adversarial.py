@@ -25,7 +25,7 @@ from attention_course.grading.checks import checks_for
 from attention_course.grading.course import Course
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
-from grading_support import filled, submit
+from grading_support import filled, released_copy, submit
 from test_grading_soft_hard import CORRECT, answers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,12 +75,6 @@ def _snapshot(paths: list[Path]) -> dict[str, str]:
     return digest
 
 
-def _make_course(root: Path) -> Course:
-    course = Course(root)
-    course.generate(ASSIGNMENT)
-    return course
-
-
 def _submit_attack(course: Course, name: str, attack: dict, placeholders: dict) -> None:
     released = course.released(ASSIGNMENT, ASSIGNMENT)
     extra = [cell.format(**placeholders) for cell in attack.get("extra", [])]
@@ -104,7 +98,7 @@ def _submit_attack(course: Course, name: str, attack: dict, placeholders: dict) 
 @pytest.fixture(scope="module")
 def alone(tmp_path_factory):
     """The honest students, graded on their own, one at a time."""
-    course = _make_course(tmp_path_factory.mktemp("alone") / "course")
+    course = released_copy(tmp_path_factory, tmp_path_factory.mktemp("alone") / "course")
     for student, (solution, _) in HONEST.items():
         submit(course.root, student, ASSIGNMENT, ASSIGNMENT, filled(course.released(ASSIGNMENT, ASSIGNMENT), solution))
     return {s.student: s.score for s in course.grade(ASSIGNMENT, jobs=1, progress=False, limits=LIMITS)}
@@ -112,7 +106,7 @@ def alone(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
-    course = _make_course(tmp_path_factory.mktemp("batch") / "course")
+    course = released_copy(tmp_path_factory, tmp_path_factory.mktemp("batch") / "course")
     canary = tmp_path_factory.mktemp("outside") / "canary.txt"
     server = CountingServer()
     placeholders = {"gradebook": course.root / "gradebook.db", "course": course.root,
@@ -188,13 +182,13 @@ def test_feedback_of_the_batch_shows_no_hidden_test(batch):
         assert "BEGIN HIDDEN TESTS" not in text and "attention_course.grading.stock" not in text, page
 
 
-def test_a_sequential_cold_run_gives_the_same_scores_and_notes(batch, tmp_path):
+def test_a_sequential_cold_run_gives_the_same_scores_and_notes(batch, tmp_path_factory, tmp_path):
     # (The batch ran in parallel, each run forked from a warm template; these, one at a time, each in a fresh
     # interpreter.)
     subset = ["honest-correct", "honest-buggy", "always-equal", "forbidden-aten", "os-exit", "tensor-subclass",
               "fork-bomb", "memory-bomb", "segfault", "network", "writes-canary"]
     subset = [name for name in subset if name in batch["summaries"]]
-    course = _make_course(tmp_path / "course")
+    course = released_copy(tmp_path_factory, tmp_path / "course")
     for name in subset:
         source = batch["course"].root / "submitted" / name
         target = course.root / "submitted" / name
@@ -205,9 +199,9 @@ def test_a_sequential_cold_run_gives_the_same_scores_and_notes(batch, tmp_path):
     assert sequential == {name: (batch["summaries"][name].score, batch["summaries"][name].flags) for name in subset}
 
 
-def test_grading_refuses_to_run_unsandboxed_unless_asked(tmp_path):
+def test_grading_refuses_to_run_unsandboxed_unless_asked(tmp_path_factory, tmp_path):
     # With bubblewrap out of reach, `grade` must stop before running any submission.
-    Course(tmp_path / "course").generate(ASSIGNMENT)
+    released_copy(tmp_path_factory, tmp_path / "course")
     environment = {**os.environ, "PATH": "/nonexistent"}
     result = subprocess.run([sys.executable, "-m", "attention_course.grading.cli", "grade", ASSIGNMENT,
                              "--course", str(tmp_path / "course")], capture_output=True, text=True, env=environment,

@@ -24,7 +24,7 @@ from attention_course.grading.course import Course, CourseError
 from attention_course.grading.exercise_data import EXPERIMENTS_CORPUS_FILE, experiments_corpus_text
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
-from grading_support import assert_points_and_flags, filled, submit
+from grading_support import assert_points_and_flags, filled, graded_batch, released_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "attention-experiments"
@@ -176,17 +176,15 @@ def test_a_reported_number_passes_if_the_grader_or_the_students_function_measure
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = Course(tmp_path_factory.mktemp("course") / "course")
-    course.generate(ASSIGNMENT)
-    released = course.released(ASSIGNMENT, ASSIGNMENT)
+    released = released_notebook(tmp_path_factory, ASSIGNMENT)
+    notebooks = {}
     for student, (solution, _, _) in SAMPLES.items():
-        notebook = filled(released, solution)
-        for cell in notebook.cells:  # every student writes something in the written answers
+        notebooks[student] = filled(released, solution)
+        for cell in notebooks[student].cells:  # every student writes something in the written answers
             if (cell.metadata.get("nbgrader") or {}).get("grade_id") in WRITTEN:
                 cell.source = "It stops after two clauses: it never saw longer sentences."
-        submit(course.root, student, ASSIGNMENT, ASSIGNMENT, notebook)
-    summaries = course.grade(ASSIGNMENT, jobs=2, progress=False)
-    return course, {s.student: s for s in summaries}
+    course, summaries, _ = graded_batch(tmp_path_factory, ASSIGNMENT, notebooks)
+    return course, summaries
 
 
 def _result(course: Course, student: str) -> NotebookResult:

@@ -24,7 +24,7 @@ from nbgrader.api import Gradebook
 
 from attention_course.grading.course import Course
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
-from grading_support import filled, submit
+from grading_support import filled, released_copy, submit_all
 from in_process import solution_cells, solution_notebook
 
 ASSIGNMENT = "soft-hard"
@@ -76,14 +76,12 @@ def _score(course: Course, student: str) -> float | None:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    course = Course(tmp_path_factory.mktemp("batch") / "course")
-    course.generate(ASSIGNMENT)
+    course = released_copy(tmp_path_factory, tmp_path_factory.mktemp("batch") / "course")
     released = course.released(ASSIGNMENT, ASSIGNMENT)
-    submit(course.root, "a-quick", ASSIGNMENT, ASSIGNMENT, filled(released, _solution()))
-    for student in ("b-slow", "c-slow", "d-slow"):
-        submit(course.root, student, ASSIGNMENT, ASSIGNMENT, filled(released, _solution(), extra_cells=[SLOW_CELL]))
-    submit(course.root, "e-forges-stock", ASSIGNMENT, ASSIGNMENT,
-           filled(released, {**_solution(), "softmax": FLOAT32_SOFTMAX + "\n\n" + FORGES_STOCK}))
+    submit_all(course, ASSIGNMENT, {
+        "a-quick": filled(released, _solution()),
+        **{student: filled(released, _solution(), extra_cells=[SLOW_CELL]) for student in ("b-slow", "c-slow", "d-slow")},
+        "e-forges-stock": filled(released, {**_solution(), "softmax": FLOAT32_SOFTMAX + "\n\n" + FORGES_STOCK})})
     return course
 
 

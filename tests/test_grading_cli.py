@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from attention_course.grading.course import Course, CourseError
+from grading_support import released_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,10 +22,8 @@ def cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def released_course(tmp_path_factory) -> Path:
-    course = tmp_path_factory.mktemp("cli") / "course"
-    made = cli("release", "--course", str(course), "--no-verify")
-    assert made.returncode == 0, made.stderr
-    return course
+    """A course as `attention-course release --course COURSE --no-verify` makes it (a copy of the session's)."""
+    return released_copy(tmp_path_factory, tmp_path_factory.mktemp("cli") / "course").root
 
 
 MISTAKES = ["mistyped assignment", "zip that is not a zip", "zip that does not exist", "roster that is not a roster",

@@ -40,7 +40,7 @@ from adversarial_corpus import ATTACKS, WRONG
 from attention_course.grading import sandbox
 from attention_course.grading.course import Course
 from attention_course.grading.nbgrader_bridge import COURSE_ID
-from grading_support import filled, submit
+from grading_support import filled, released_copy, submit, submit_all
 from test_grading_soft_hard import SAMPLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,15 +187,11 @@ def dask_processes(tmp_path_factory):
     assert left == [], f"the workers left in their TMPDIR: {left}"
 
 
-def _make_course(root: Path) -> Course:
-    course = Course(root)
-    course.generate(ASSIGNMENT)
+def _make_course(tmp_path_factory, root: Path) -> Course:
+    course = released_copy(tmp_path_factory, root)
     released = course.released(ASSIGNMENT, ASSIGNMENT)
-    for student, (solution, changes, how) in BATCH.items():
-        if how == "missing":
-            (course.root / "submitted" / student / ASSIGNMENT).mkdir(parents=True)
-            continue
-        submit(course.root, student, ASSIGNMENT, ASSIGNMENT, filled(released, solution, **changes))
+    submit_all(course, ASSIGNMENT, {student: None if how == "missing" else filled(released, solution, **changes)
+                                    for student, (solution, changes, how) in BATCH.items()})
     return course
 
 
@@ -249,8 +245,8 @@ def _report(course: Course) -> list[dict]:
         return [{k: v for k, v in row.items() if k not in MEASURED} for row in csv.DictReader(table)]
 
 
-def test_a_cluster_that_loses_a_worker_mid_batch_grades_as_a_local_run(dask_processes, tmp_path):
-    local = _make_course(tmp_path / "local")
+def test_a_cluster_that_loses_a_worker_mid_batch_grades_as_a_local_run(dask_processes, tmp_path_factory, tmp_path):
+    local = _make_course(tmp_path_factory, tmp_path / "local")
     # The same course and batch, byte for byte (the course seed included), graded through the cluster.
     shutil.copytree(local.root, tmp_path / "cluster")
     remote = Course(tmp_path / "cluster")
@@ -320,8 +316,7 @@ def _one_line(ran: subprocess.CompletedProcess) -> str:
 
 @pytest.fixture(scope="module")
 def released_course(tmp_path_factory) -> Course:
-    course = Course(tmp_path_factory.mktemp("released") / "course")
-    course.generate(ASSIGNMENT)
+    course = released_copy(tmp_path_factory, tmp_path_factory.mktemp("released") / "course")
     submit(course.root, "someone", ASSIGNMENT, ASSIGNMENT, filled(course.released(ASSIGNMENT, ASSIGNMENT), WRONG))
     return course
 

@@ -26,10 +26,9 @@ from nbgrader.api import Gradebook
 
 import in_process
 from attention_course.grading.checks import checks_for
-from attention_course.grading.course import Course
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
-from grading_support import filled, submit
+from grading_support import filled, graded_batch, released_notebook
 from honest_corpus import CORPUS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,14 +123,11 @@ def test_honest_seq2seq_parts_get_full_points_in_process(one_torch_thread, run_h
 
 
 def _grade_all(assignment: str, tmp_path_factory):
-    course = Course(tmp_path_factory.mktemp(f"honest-{assignment}") / "course")
-    course.generate(assignment)
-    released = course.released(assignment, assignment)
-    for student, submission in CORPUS[assignment].items():
-        submit(course.root, student, assignment, assignment,
-               filled(released, submission.answers, extra_cells=list(submission.extra_cells)))
-    summaries = course.grade(assignment, jobs=2, progress=False)
-    return course, {summary.student: summary for summary in summaries}
+    released = released_notebook(tmp_path_factory, assignment)
+    course, summaries, _ = graded_batch(tmp_path_factory, assignment, {
+        student: filled(released, submission.answers, extra_cells=list(submission.extra_cells))
+        for student, submission in CORPUS[assignment].items()})
+    return course, summaries
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@
   solution passes every check (judged in this process, with the grader's own runner code).
 - The seed is drawn once per assignment, stored in the course, and redrawn only on request.
 - The same batch graded with --jobs 1, with --jobs 4 next to a CPU hog on this 2-core machine, and
-  again: the same scores, the same flags, the same messages, the same gradebook.
+  again: the same scores, the same flags, the same messages, the same gradebook. Graded again with
+  nothing changed (between the first two), nobody is graded again unless forced.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from attention_course.grading.course import Course
 from attention_course.grading.grade import Conversation, NotebookResult, plan_cases
 from attention_course.grading.checks import checks_for
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
-from grading_support import filled, submit
+from grading_support import filled, released_copy, submit, submit_all
 
 SEEDS = range(20)
 
@@ -93,6 +94,11 @@ SEQ2SEQ = {
 }
 
 
+# A process that keeps a core busy until it is killed, or until this test's process is gone (a test run that is
+# itself killed must not leave it spinning).
+HOG = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    for _ in range(100_000):\n        pass"
+
+
 def _solution_answers(assignment: str) -> dict[str, str]:
     cells = in_process.solution_cells(assignment)
     notebook = in_process.solution_notebook(assignment)
@@ -111,71 +117,77 @@ def _state(course: Course, assignment: str, summaries) -> dict:
     return state
 
 
+def _stamps(course: Course, assignment: str, students) -> dict[str, int]:
+    """When each student's saved result was last written."""
+    return {s: results_path(course.results_dir, assignment, s, assignment).stat().st_mtime_ns for s in students}
+
+
 @pytest.fixture(scope="module")
 def batches(tmp_path_factory):
     graded = {}
     for assignment, samples in (("soft-hard", SOFT_HARD), ("seq2seq-attention", SEQ2SEQ)):
-        course = Course(tmp_path_factory.mktemp(assignment) / "course")
-        course.generate(assignment)
+        course = released_copy(tmp_path_factory, tmp_path_factory.mktemp(assignment) / "course")
         released = course.released(assignment, assignment)
         base = _solution_answers(assignment)
-        for student, changes in samples.items():
-            submit(course.root, student, assignment, assignment, filled(released, {**base, **changes}))
-        sequential = _state(course, assignment, course.grade(assignment, jobs=1, progress=False))
+        submit_all(course, assignment, {student: filled(released, {**base, **changes}) for student, changes in samples.items()})
+        batch = {"sequential": _state(course, assignment, course.grade(assignment, jobs=1, progress=False))}
+        stamps = [_stamps(course, assignment, samples)]
+        # Graded again, nothing changed and without --force: nobody is graded again.
+        batch["unchanged"] = course.grade(assignment, jobs=1, progress=False)
+        stamps.append(_stamps(course, assignment, samples))
         # Two processes that keep both cores busy, and more grading jobs than cores.
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(2)]
         try:
-            crowded = _state(course, assignment, course.grade(assignment, jobs=4, progress=False, force=True))
+            batch["forced"] = course.grade(assignment, jobs=4, progress=False, force=True)
         finally:
             for hog in hogs:
                 hog.kill()
                 hog.wait()
-        again = _state(course, assignment, course.grade(assignment, jobs=2, progress=False, force=True))
-        graded[assignment] = (sequential, crowded, again)
+        batch["crowded"] = _state(course, assignment, batch["forced"])
+        stamps.append(_stamps(course, assignment, samples))
+        batch["again"] = _state(course, assignment, course.grade(assignment, jobs=2, progress=False, force=True))
+        graded[assignment] = batch | {"stamps": stamps}
     return graded
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", ["soft-hard", "seq2seq-attention"])
 def test_jobs_load_and_repetition_change_nothing(batches, assignment):
-    sequential, crowded, again = batches[assignment]
-    assert crowded == sequential
-    assert again == sequential
+    batch = batches[assignment]
+    assert batch["crowded"] == batch["sequential"]
+    assert batch["again"] == batch["sequential"]
 
 
 @pytest.mark.slow
 def test_the_batch_grades_what_each_sample_deserves(batches):
-    soft_hard, _, _ = batches["soft-hard"]
+    soft_hard = batches["soft-hard"]["sequential"]
     assert {student: score for student, (score, *_rest) in soft_hard.items()} == {
         "correct": 10, "softmax-dim-0": 8, "uses-torch-softmax": 8, "no-max-subtraction": 8, "hard-float32": 8}
-    seq2seq, _, _ = batches["seq2seq-attention"]
+    seq2seq = batches["seq2seq-attention"]["sequential"]
     assert {student: score for student, (score, *_rest) in seq2seq.items()} == {"correct": 19, "barely-trained": 15}
     assert any("step budget" in flag for flag in seq2seq["barely-trained"][1])
 
 
 @pytest.mark.slow
-def test_an_unchanged_submission_is_not_graded_again_unless_forced(tmp_path):
-    course = Course(tmp_path / "course")
-    course.generate("soft-hard")
-    submit(course.root, "student", "soft-hard", "soft-hard",
-           filled(course.released("soft-hard", "soft-hard"), _solution_answers("soft-hard")))
-    [first] = course.grade("soft-hard", jobs=1, progress=False)
-    path = results_path(course.results_dir, "soft-hard", "student", "soft-hard")
-    stamp = path.stat().st_mtime_ns
-    [second] = course.grade("soft-hard", jobs=1, progress=False)
-    assert path.stat().st_mtime_ns == stamp and second.score == first.score == 10
-    assert any("unchanged since its last grade" in flag for flag in second.flags)
-    [forced] = course.grade("soft-hard", jobs=1, progress=False, force=True)
-    assert path.stat().st_mtime_ns != stamp and forced.score == 10
-    assert not any("unchanged" in flag for flag in forced.flags)
+@pytest.mark.parametrize("assignment", ["soft-hard", "seq2seq-attention"])
+def test_an_unchanged_submission_is_not_graded_again_unless_forced(batches, assignment):
+    batch = batches[assignment]
+    graded, unchanged, forced = batch["stamps"]  # when each result was written: graded, graded again, forced
+    scores = {student: score for student, (score, *_rest) in batch["sequential"].items()}
+    assert unchanged == graded  # no result written again
+    assert {s.student: s.score for s in batch["unchanged"]} == scores
+    for summary in batch["unchanged"]:
+        assert any("unchanged since its last grade" in flag for flag in summary.flags), summary
+    assert all(forced[student] != graded[student] for student in graded)  # --force: every one graded again
+    assert {s.student: s.score for s in batch["forced"]} == scores
+    assert not any("unchanged" in flag for summary in batch["forced"] for flag in summary.flags)
 
 
 @pytest.mark.slow
-def test_a_failure_on_the_graders_side_is_a_grader_error_and_never_a_grade(tmp_path, monkeypatch):
+def test_a_failure_on_the_graders_side_is_a_grader_error_and_never_a_grade(tmp_path_factory, tmp_path, monkeypatch):
     # Two parses at once in the grader's threads (CPython 3.11, gh-106905) once broke a run's channel under
     # load, and the student was graded 9/15 as "crashed". Whatever fails on the grader's side: no grade.
-    course = Course(tmp_path / "course")
-    course.generate("soft-hard")
+    course = released_copy(tmp_path_factory, tmp_path / "course")
     submit(course.root, "student", "soft-hard", "soft-hard",
            filled(course.released("soft-hard", "soft-hard"), _solution_answers("soft-hard")))
 

@@ -27,7 +27,7 @@ from attention_course.grading.exercise_data import SEQ2SEQ_CORPUS_FILE, seq2seq_
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
 import in_process
-from grading_support import assert_points_and_flags, filled, submit
+from grading_support import assert_points_and_flags, filled, graded_batch, released_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "seq2seq-attention"
@@ -309,17 +309,13 @@ def test_the_released_exercise_ships_the_same_corpus_file():
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = Course(tmp_path_factory.mktemp("course") / "course")
-    course.generate(ASSIGNMENT)
-    released = course.released(ASSIGNMENT, ASSIGNMENT)
-    for student, (solution, _, _) in SAMPLES.items():
-        submit(course.root, student, ASSIGNMENT, ASSIGNMENT, filled(released, solution))
+    released = released_notebook(tmp_path_factory, ASSIGNMENT)
     # A student who edits the shipped corpus (to make the validation sentences easy) changes nothing:
     # the grader copies the data files from the release.
-    tampered = course.root / "submitted" / "correct-other-style" / ASSIGNMENT / "toy_corpus.json"
-    tampered.write_text(json.dumps({"train": [], "validation": []}), encoding="utf-8")
-    summaries = course.grade(ASSIGNMENT, jobs=2, progress=False)
-    return course, {s.student: s for s in summaries}
+    tampered = {"correct-other-style": {"toy_corpus.json": json.dumps({"train": [], "validation": []})}}
+    course, summaries, _ = graded_batch(tmp_path_factory, ASSIGNMENT, {
+        student: filled(released, solution) for student, (solution, _, _) in SAMPLES.items()}, files=tampered)
+    return course, summaries
 
 
 def _result(course: Course, student: str) -> NotebookResult:

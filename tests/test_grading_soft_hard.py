@@ -17,7 +17,7 @@ from nbgrader.api import Gradebook
 from attention_course.grading.course import Course
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
-from grading_support import assert_points_and_flags, filled, submit
+from grading_support import assert_points_and_flags, filled, graded_batch, released_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "soft-hard"
@@ -133,27 +133,18 @@ BROKEN_FILES = {"empty-file": b"", "not-a-notebook": b"{this is not json", "miss
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = Course(tmp_path_factory.mktemp("course") / "course")
-    course.generate(ASSIGNMENT)
-    released = course.released(ASSIGNMENT, ASSIGNMENT)
-    for student, (solution, changes, _, _) in SAMPLES.items():
-        submit(course.root, student, ASSIGNMENT, ASSIGNMENT, filled(released, solution, **changes))
+    released = released_notebook(tmp_path_factory, ASSIGNMENT)
+    notebooks = {student: filled(released, solution, **changes) for student, (solution, changes, _, _) in SAMPLES.items()}
     # A duplicated test cell and a test cell whose grade id was stripped: both restored and flagged.
     duplicated = filled(released, CORRECT)
     duplicated.cells.append(next(c for c in duplicated.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test-softmax"))
-    submit(course.root, "duplicated-grade-id", ASSIGNMENT, ASSIGNMENT, duplicated)
     stripped = filled(released, CORRECT)
     for cell in stripped.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "test-hard-attention":
             del cell.metadata["nbgrader"]
-    submit(course.root, "stripped-grade-id", ASSIGNMENT, ASSIGNMENT, stripped)
-    for student, content in BROKEN_FILES.items():
-        folder = course.root / "submitted" / student / ASSIGNMENT
-        folder.mkdir(parents=True)
-        if content is not None:
-            (folder / f"{ASSIGNMENT}.ipynb").write_bytes(content)
-    summaries = course.grade(ASSIGNMENT, jobs=2, progress=False)
-    return course, {s.student: s for s in summaries}
+    notebooks |= {"duplicated-grade-id": duplicated, "stripped-grade-id": stripped, **BROKEN_FILES}
+    course, summaries, _ = graded_batch(tmp_path_factory, ASSIGNMENT, notebooks)
+    return course, summaries
 
 
 def _result(course: Course, student: str) -> NotebookResult:

@@ -14,10 +14,8 @@ import pytest
 import torch
 
 from attention_course.grading.checks import three_stages
-from attention_course.grading.course import Course
-from attention_course.grading.grade import NotebookResult
-from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
-from grading_support import assert_gradebook_holds_the_results, assert_only_these_checks_failed, filled, submit
+from attention_course.grading.nbgrader_bridge import COURSE_ID
+from grading_support import assert_gradebook_holds_the_results, assert_only_these_checks_failed, filled, graded_batch, released_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = NOTEBOOK = "three-stages"
@@ -214,15 +212,9 @@ EXPECTED_FLAGS = {student: [] for student in SAMPLES} | {
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = Course(tmp_path_factory.mktemp("three-stages") / "course")
-    course.generate(ASSIGNMENT)
-    released = course.released(ASSIGNMENT, NOTEBOOK)
-    for student, answers in SAMPLES.items():
-        submit(course.root, student, ASSIGNMENT, NOTEBOOK, filled(released, answers))
-    summaries = {s.student: s for s in course.grade(ASSIGNMENT, jobs=2, progress=False)}
-    results = {student: NotebookResult.load(results_path(course.results_dir, ASSIGNMENT, student, NOTEBOOK))
-               for student in SAMPLES}
-    return course, summaries, results
+    released = released_notebook(tmp_path_factory, ASSIGNMENT, NOTEBOOK)
+    return graded_batch(tmp_path_factory, ASSIGNMENT, {student: filled(released, answers)
+                                                       for student, answers in SAMPLES.items()})
 
 
 @pytest.mark.slow

@@ -16,7 +16,6 @@ import base64
 import copy
 import csv
 import io
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -26,12 +25,11 @@ from nbgrader.api import Gradebook
 import in_process
 from attention_course.grading import runner, sandbox
 from attention_course.grading.cases import Case
-from attention_course.grading.course import Course
-from attention_course.grading.grade import Conversation, NotebookResult
-from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
+from attention_course.grading.grade import Conversation
+from attention_course.grading.nbgrader_bridge import COURSE_ID
 from attention_course.grading.submission import HIDDEN_TESTS, prepare
 from fresh_python import run_python
-from grading_support import filled, grade_id, submit
+from grading_support import filled, grade_id, graded_batch, released_notebook
 from hostile_corpus import ATTACKS, POINTS, SEQ2SEQ, Attack
 
 LIMITS = sandbox.Limits(cell_cpu_s=15, case_cpu_s=5, idle_s=20)
@@ -84,23 +82,18 @@ def build(released, attack: Attack, placeholders: dict[str, str] | None = None):
     return notebook
 
 
-def grade_batch(assignment: str, root: Path) -> dict:
+def grade_batch(assignment: str, tmp_path_factory) -> dict:
     """Every attack on ``assignment`` graded in one batch; what the summary, results, gradebook and export say."""
-    course = Course(root)
-    course.generate(assignment)
-    released = course.released(assignment, assignment)
+    released = released_notebook(tmp_path_factory, assignment)
     attacks = ATTACKS[assignment]
     needs_weights = any("@@WEIGHTS@@" in text for a in attacks.values() for text in [*a.answers.values(), *a.extra_cells])
     placeholders = {"@@WEIGHTS@@": _pretrained_weights()} if needs_weights else {}
-    for name, attack in attacks.items():
-        path = submit(course.root, name, assignment, assignment, build(released, attack, placeholders))
-        for file_name, text in attack.files:
-            (path.parent / file_name).write_text(text, encoding="utf-8")
-    summaries = {s.student: s for s in course.grade(assignment, jobs=2, progress=False, limits=LIMITS)}
+    course, summaries, saved = graded_batch(
+        tmp_path_factory, assignment, {name: build(released, attack, placeholders) for name, attack in attacks.items()},
+        files={name: dict(attack.files) for name, attack in attacks.items() if attack.files}, limits=LIMITS)
     errors = {name: [f for f in summary.flags if "grader error" in f] for name, summary in summaries.items()}
     assert not any(errors.values()), errors  # the grader's own failure is no grade
-    results = {name: NotebookResult.load(results_path(course.results_dir, assignment, name, assignment))
-               for name in attacks}
+    results = {name: saved[name] for name in attacks}
     with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
         recorded = {name: (gradebook.find_submission(assignment, name).score,
                            gradebook.find_submission(assignment, name).max_score) for name in attacks}
@@ -117,7 +110,7 @@ def batches(tmp_path_factory):
 
     def get(assignment: str) -> dict:
         if assignment not in cache:
-            cache[assignment] = grade_batch(assignment, tmp_path_factory.mktemp(assignment) / "course")
+            cache[assignment] = grade_batch(assignment, tmp_path_factory)
         return cache[assignment]
 
     return get

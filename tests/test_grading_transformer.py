@@ -24,13 +24,12 @@ from attention_course import positions, tiled_attention, transformer as book_tra
 from attention_course.grading import runner
 from attention_course.grading.cases import encode_case
 from attention_course.grading.checks import checks_for, multi_head, transformer
-from attention_course.grading.course import Course
-from attention_course.grading.grade import NotebookResult, case_generator, plan_cases
-from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
+from attention_course.grading.grade import case_generator, plan_cases
+from attention_course.grading.nbgrader_bridge import COURSE_ID
 from attention_course.grading.submission import given_helpers
 from attention_course.grading.verdicts import Outcome, judge_case
 from canonical_bugs import CANONICAL_BUGS
-from grading_support import assert_gradebook_holds_the_results, assert_only_these_checks_failed, filled, submit
+from grading_support import assert_gradebook_holds_the_results, assert_only_these_checks_failed, filled, graded_batch, released_notebook
 
 ASSIGNMENT = NOTEBOOK = "transformer"
 POINTS = {"test-encoder-layer": 4, "test-rope": 2, "test-tiled-attention": 6, "test-rotary-cache": 4}
@@ -160,15 +159,9 @@ EXPECTED_FLAGS = {student: [] for student in SAMPLES} | {
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = Course(tmp_path_factory.mktemp("transformer") / "course")
-    course.generate(ASSIGNMENT)
-    released = course.released(ASSIGNMENT, NOTEBOOK)
-    for student, (answers, extra) in SAMPLES.items():
-        submit(course.root, student, ASSIGNMENT, NOTEBOOK, filled(released, answers, extra_cells=extra))
-    summaries = {s.student: s for s in course.grade(ASSIGNMENT, jobs=2, progress=False)}
-    results = {student: NotebookResult.load(results_path(course.results_dir, ASSIGNMENT, student, NOTEBOOK))
-               for student in SAMPLES}
-    return course, summaries, results
+    released = released_notebook(tmp_path_factory, ASSIGNMENT, NOTEBOOK)
+    return graded_batch(tmp_path_factory, ASSIGNMENT, {student: filled(released, answers, extra_cells=extra)
+                                                       for student, (answers, extra) in SAMPLES.items()})
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from attention_course.grading import sandbox
 from attention_course.grading.course import Course
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.nbgrader_bridge import results_path
-from grading_support import filled, submit
+from grading_support import filled, released_copy, submit_all
 from test_grading_soft_hard import answers
 
 ASSIGNMENT = "soft-hard"
@@ -117,23 +117,22 @@ STUDENTS = {  # graded in this order, by one template
 }
 
 
-def _course(root) -> Course:
-    course = Course(root)
-    course.generate(ASSIGNMENT)
+def _course(tmp_path_factory, name: str) -> Course:
+    course = released_copy(tmp_path_factory, tmp_path_factory.mktemp(name) / "course")
     released = course.released(ASSIGNMENT, ASSIGNMENT)
-    for student, (solution, extra) in STUDENTS.items():
-        submit(course.root, student, ASSIGNMENT, ASSIGNMENT, filled(released, solution, extra_cells=extra))
+    submit_all(course, ASSIGNMENT, {student: filled(released, solution, extra_cells=extra)
+                                    for student, (solution, extra) in STUDENTS.items()})
     return course
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    warm_course = _course(tmp_path_factory.mktemp("warm") / "course")
+    warm_course = _course(tmp_path_factory, "warm")
     sandbox._WARM_PROBLEM.clear()
     started = sandbox.TEMPLATES_STARTED[0]
     warm = {s.student: s for s in warm_course.grade(ASSIGNMENT, jobs=1, progress=False, limits=LIMITS)}
     templates = sandbox.TEMPLATES_STARTED[0] - started
-    cold_course = _course(tmp_path_factory.mktemp("cold") / "course")
+    cold_course = _course(tmp_path_factory, "cold")
     cold = {s.student: s for s in cold_course.grade(ASSIGNMENT, jobs=1, progress=False, limits=LIMITS, warm=False)}
     assert sandbox.TEMPLATES_STARTED[0] - started == templates, "a cold batch started a template"
     return dict(warm=warm, cold=cold, templates=templates, course=warm_course)

@@ -15,6 +15,7 @@ from nbgrader.api import Gradebook
 import lms_exports
 from attention_course.grading import lms
 from attention_course.grading.nbgrader_bridge import COURSE_ID
+from grading_support import released_copy
 from test_grading_cli import cli
 
 pytestmark = pytest.mark.slow
@@ -79,17 +80,16 @@ def _report(course: Path) -> dict[str, dict[str, str]]:
     return {row["student"]: row for row in _rows(course / "reports" / "soft-hard.csv")}
 
 
-def _new_course(folder: Path) -> Path:
-    course = folder / "course"
-    assert cli("release", "--course", str(course), "--no-verify").returncode == 0
-    return course
+def _new_course(tmp_path_factory, folder: Path) -> Path:
+    """A course as `attention-course release --course COURSE --no-verify` makes it (a copy of the session's)."""
+    return released_copy(tmp_path_factory, folder / "course").root
 
 
 @pytest.fixture(scope="module")
 def moodle(tmp_path_factory):
     folder = tmp_path_factory.mktemp("moodle")
     samples = lms_exports.moodle_class()
-    course = _new_course(folder)
+    course = _new_course(tmp_path_factory, folder)
     worksheet = lms_exports.moodle_worksheet(samples, folder / "worksheet.csv", extra=[("500031", "Wang Fang")])
     older = lms_exports.moodle_download(samples, folder / "before-upgrade.zip", naming="older")
     first = cli("grade", "soft-hard", "--course", str(course), "--zip", str(older), "--roster", str(worksheet), "--jobs", "2")
@@ -186,7 +186,7 @@ def test_moodle_worksheet_export_fills_the_downloaded_worksheet(moodle):
 def canvas(tmp_path_factory):
     folder = tmp_path_factory.mktemp("canvas")
     samples = lms_exports.canvas_class()
-    course = _new_course(folder)
+    course = _new_course(tmp_path_factory, folder)
     roster = lms_exports.canvas_gradebook(samples, folder / "gradebook-export.csv")
     first = cli("grade", "soft-hard", "--course", str(course), "--zip",
                 str(lms_exports.canvas_download(samples, folder / "download.zip")), "--roster", str(roster), "--jobs", "2")
@@ -258,8 +258,8 @@ def test_canvas_gradebook_export_has_canvas_columns_and_scaled_points(canvas):
 
 # -- a Moodle group assignment ----------------------------------------------------------------------------
 
-def test_a_moodle_group_submission_is_graded_for_every_member(tmp_path):
-    course = _new_course(tmp_path)
+def test_a_moodle_group_submission_is_graded_for_every_member(tmp_path_factory, tmp_path):
+    course = _new_course(tmp_path_factory, tmp_path)
     members = {"600001": ("Li Na", "Team Red"), "600002": ("Omar Haddad", "Team Red"),
                "600003": ("Sofía Ruiz", "Team Blue"), "600004": ("王伟", "Team Blue"), "600005": ("Solo Sam", "")}
     worksheet = tmp_path / "worksheet.csv"
