@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 if TYPE_CHECKING:
     from nbgrader.api import Gradebook
@@ -59,3 +59,21 @@ def open_gradebook(root: Path) -> Iterator["Gradebook"]:
 
     with NbgraderGradebook(gradebook_url(root), COURSE_ID) as gradebook:
         yield gradebook
+
+
+Read = TypeVar("Read")
+
+
+def each_submission(root: Path, assignment: str, read: "Callable[[object], Read]") -> dict[str, Read]:
+    """{student: ``read(submission)``} for every recorded submission of ``assignment`` (empty when there is
+    no gradebook or no such assignment in it), in one session."""
+    from nbgrader.api import MissingEntry
+
+    if not has_gradebook(root):
+        return {}
+    with open_gradebook(root) as gradebook:
+        try:
+            submissions = gradebook.find_assignment(assignment).submissions
+        except MissingEntry:
+            return {}
+        return {submission.student.id: read(submission) for submission in submissions}

@@ -21,7 +21,7 @@ from typing import Iterator
 
 from attention_course.grading import lms
 from attention_course.grading.grade import NotebookResult
-from attention_course.grading.gradebook import fitted, gradebook_url, has_gradebook, open_gradebook
+from attention_course.grading.gradebook import each_submission, fitted, gradebook_url, open_gradebook
 from attention_course.grading.intake import notes_of, people as read_people, read_intake
 from attention_course.grading.layout import Layout
 from attention_course.grading.nbgrader_bridge import record_in_gradebook, written_cells
@@ -61,16 +61,7 @@ def recorded_scores(gradebook, assignment: str, student: str) -> dict[str, float
 
 def all_recorded_scores(layout: Layout, assignment: str) -> dict[str, dict[str, float]]:
     """{student: their recorded auto scores} for every recorded submission of ``assignment``: one read."""
-    from nbgrader.api import MissingEntry
-
-    if not has_gradebook(layout.root):
-        return {}
-    with open_gradebook(layout.root) as gradebook:
-        try:
-            submissions = gradebook.find_assignment(assignment).submissions
-        except MissingEntry:
-            return {}
-        return {submission.student.id: _auto_scores(submission) for submission in submissions}
+    return each_submission(layout.root, assignment, _auto_scores)
 
 
 def _auto_scores(submission) -> dict[str, float]:

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from attention_course.grading.gradebook import has_gradebook, open_gradebook
+from attention_course.grading.gradebook import each_submission, has_gradebook, open_gradebook
 from attention_course.grading.layout import Layout, write_json
 from attention_course.grading.nbgrader_bridge import written_answers
 
@@ -72,16 +72,7 @@ def written_grades(layout: Layout, assignment: str, student: str, gradebook=None
 
 def all_written(layout: Layout, assignment: str) -> dict[str, list[WrittenGrade]]:
     """{student: their hand-graded cells} of every recorded submission of ``assignment``."""
-    from nbgrader.api import MissingEntry
-
-    if not has_gradebook(layout.root):
-        return {}
-    with open_gradebook(layout.root) as gradebook:
-        try:
-            submissions = gradebook.find_assignment(assignment).submissions
-        except MissingEntry:
-            return {}
-        return {submission.student.id: written_of(submission) for submission in submissions}
+    return each_submission(layout.root, assignment, written_of)
 
 
 def _store(layout: Layout, assignment: str, student: str) -> Path:
