@@ -24,7 +24,7 @@ from attention_course.grading.errors import CourseError, GradingInterrupted
 from attention_course.grading.feedback import AWAITING_FEEDBACK, FeedbackReport
 from attention_course.grading.layout import REPOSITORY, Layout, assignments_in
 from attention_course.grading.records import StudentSummary
-from attention_course.grading.written import WrittenGrade, written_grades
+from attention_course.grading.written import WrittenGrade
 
 __all__ = ["AWAITING_FEEDBACK", "Course", "CourseError", "FeedbackReport", "GradingInterrupted", "StudentSummary",
            "WrittenGrade", "assignments_in"]
@@ -32,7 +32,6 @@ __all__ = ["AWAITING_FEEDBACK", "Course", "CourseError", "FeedbackReport", "Grad
 
 class Course:
     EXPORT_FORMATS = export.EXPORT_FORMATS
-    REPORT_FIELDS = report.REPORT_FIELDS
 
     def __init__(self, root: Path, solutions: Path = REPOSITORY / "solutions"):
         self.layout = Layout(root.resolve(), solutions)
@@ -58,12 +57,6 @@ class Course:
     @property
     def seeds_path(self) -> Path:
         return self.layout.seeds_path
-
-    def config(self):
-        return self.layout.config()
-
-    def api(self):
-        return self.layout.api()
 
     def assignments(self) -> list[str]:
         return self.layout.assignments()
@@ -98,12 +91,6 @@ class Course:
         """Everyone with a submission folder, and everyone on the participant list given for this assignment."""
         return intake.students(self.layout, assignment)
 
-    def intake(self, assignment: str) -> dict:
-        return intake.read_intake(self.layout, assignment)
-
-    def people(self, assignment: str) -> dict[str, lms.Student]:
-        return intake.people(self.layout, assignment)
-
     def import_roster(self, path: Path, assignment: str) -> list[lms.Student]:
         """Read a participant list (Moodle grading worksheet, Canvas gradebook export) for ``assignment``."""
         return intake.import_roster(self.layout, path, assignment)
@@ -111,10 +98,6 @@ class Course:
     def import_zip(self, archive: Path, assignment: str) -> lms.Export:
         """Unpack an LMS export into ``submitted/<student>/<assignment>/`` (see :func:`intake.import_zip`)."""
         return intake.import_zip(self.layout, archive, assignment)
-
-    def flags_of(self, assignment: str, student: str, notebooks: list[str], intake_record: dict | None = None) -> list[str]:
-        """What the instructor should know of a student's submission: the intake's notes, then each notebook's."""
-        return intake.notes_of(self.layout, assignment, student, notebooks, intake_record)
 
     # -- grading -------------------------------------------------------------------------------
 
@@ -138,10 +121,6 @@ class Course:
         return batch.grade(self.layout, assignment, jobs=jobs, sandboxed=sandboxed, limits=limits, students=students,
                            progress=progress, force=force, cluster=cluster, warm=warm)
 
-    def written_grades(self, assignment: str, student: str) -> list[WrittenGrade]:
-        """The hand-graded cells of the student's recorded submission, as the gradebook holds them."""
-        return written_grades(self.layout, assignment, student)
-
     # -- what the instructor reads, returns and uploads ------------------------------------------
 
     def write_report(self, assignment: str) -> Path:
@@ -151,9 +130,6 @@ class Course:
     def feedback(self, assignment: str) -> FeedbackReport:
         """Feedback pages for every graded student, and a zip for each platform (see :func:`feedback.feedback`)."""
         return feedback.feedback(self.layout, assignment)
-
-    def gradebook_grades(self) -> dict[str, list[lms.Grade]]:
-        return export.gradebook_grades(self.layout)
 
     def export(self, destination: Path, fmt: str = "nbgrader", assignment: str | None = None,
                leave_out_ungraded: bool = False) -> tuple[Path, list[str]]:
