@@ -8,7 +8,9 @@ package, one per *domain*:
 - ``figures``: the labels, titles and legends of the figures (``attention_course.figures``);
 - ``widgets``: the widgets' interface: labels, buttons, announcements (``attention_course.widgets``);
 - ``book``: what the book's Sphinx extensions write on a page (``book/_ext``): the language switcher,
-  the glossary's indexes, the titles of glossary links.
+  the glossary's indexes, the titles of glossary links;
+- ``grading``: what the grader writes for the instructor: the class report page
+  (``attention_course.grading.report_page``).
 
 A catalog is ``attention_course/locale/<catalog language>/LC_MESSAGES/<domain>.po``, written by
 ``make catalogs`` (``scripts/update_catalogs.py``) and translated by hand. English is the source
@@ -54,7 +56,7 @@ LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 LANGUAGES = ("en", "zh")
 # Each language's name in gettext's and Sphinx's terms (the catalogs' folder, Sphinx's `language`).
 CATALOG_LANGUAGE = {"en": "en", "zh": "zh_CN"}
-DOMAINS = ("figures", "widgets", "book")
+DOMAINS = ("figures", "widgets", "book", "grading")
 
 
 class MissingTranslation(LookupError):

@@ -17,12 +17,13 @@ from tqdm import tqdm
 from attention_course.grading import sandbox
 from attention_course.grading.checks import checks_for
 from attention_course.grading.errors import GradingInterrupted
-from attention_course.grading.fingerprints import release_fingerprint, submission_fingerprint
+from attention_course.grading.fingerprints import parts, release_fingerprint, submission_fingerprint
 from attention_course.grading.grade import NotebookResult, grade_notebook
 from attention_course.grading.intake import adopt_renamed_notebook, folder_notes, people, students as all_students
 from attention_course.grading.layout import Layout, tested_ids
 from attention_course.grading.records import Recorder, StudentSummary, all_recorded_scores, expected_scores
-from attention_course.grading.report import write_report
+from attention_course.grading.regrade import Regrades
+from attention_course.grading.report import write_reports
 
 
 def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed: bool = True,
@@ -49,6 +50,7 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
     recorded = all_recorded_scores(layout, assignment) if not force else {}
     interrupted = threading.Event()
     reused: set[str] = set()
+    regrades = Regrades(layout, assignment)
 
     def work(student: str) -> None:
         folder = layout.submission_folder(assignment, student)
@@ -58,6 +60,8 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
         if not force and _unchanged(paths, fingerprint, recorded.get(student), summaries[student]):
             reused.add(student)
             return
+        regrades.keep(student, paths)
+        made_of = parts(folder, notebooks, release_folder, seed)
         grade_one = grade_notebook if remote is None else functools.partial(
             remote.grade_notebook, assignment=assignment, student=student)
         results = []
@@ -71,11 +75,13 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
             result.flags.extend(folder_notes(folder, notebooks, release_folder))
             if nb in renamed:
                 result.flags.append(f"notebook renamed to {renamed[nb]}: graded as {nb}.ipynb")
+            result.made_of = made_of
             results.append(result)
         if interrupted.is_set():
             return  # a run cut short by the interrupt is no grade: save nothing
         for path, result in zip(paths, results):
             result.save(path)
+        regrades.graded(student, results)
 
     remote = None
     if cluster is not None:
@@ -123,7 +129,8 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
         recorder.close()
         done = [s for s in students if s in finished and (s in reused or all(
             layout.results_path(assignment, s, nb).is_file() for nb in notebooks))]
-        write_report(layout, assignment)
+        regrades.write()
+        write_reports(layout, assignment)
         raise GradingInterrupted(len(done), len(students), recorded=True) from None
     finally:
         if remote is not None:
@@ -132,7 +139,8 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
     sandbox.close_templates(of_ended_threads=True)  # the pool's threads are done, and their templates with them
     bar.close()
     recorder.close()
-    write_report(layout, assignment)
+    regrades.write()
+    write_reports(layout, assignment)
     return [summaries[s] for s in students]
 
 

@@ -13,6 +13,11 @@ Instructors (COURSE is an nbgrader course directory, default ./course; `release`
                                            grade submitted/<student>/<ASSIGNMENT>/ (or a Moodle/Canvas
                                            download), sandboxed, into the gradebook; prints a summary and
                                            writes COURSE/reports/<ASSIGNMENT>.csv
+  attention-course report ASSIGNMENT [--against DIR] [--language en|zh]
+                                           the class at a glance: COURSE/reports/<ASSIGNMENT>/index.html
+                                           (scores, each test's pass rate, discrimination and common
+                                           failures, time, flags, alike work, the last regrade), with CSV
+                                           beside it; also written after each `grade`
   attention-course feedback ASSIGNMENT     a feedback page for every graded student (no hidden tests in
                                            it), and a zip for the LMS's feedback upload
   attention-course export [--format nbgrader|moodle|canvas] [--assignment A] [--to FILE] [--leave-out-ungraded]
@@ -192,7 +197,7 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
     mean = sum(s.score for s in summaries) / len(summaries)
     print(f"\n{len(summaries)} student{'s' if len(summaries) != 1 else ''} graded, mean {mean:.2f}; {len(flagged)} with notes above "
           f"(flagged in formgrader). Gradebook: {gradebook_location(course.root)}; "
-          f"report: {course.root / 'reports' / (assignment + '.csv')}")
+          f"report: {course.root / 'reports' / assignment / 'index.html'} (and {assignment}.csv beside it)")
     awaiting = [s for s in summaries if s.awaiting]
     if awaiting:
         answers = sum(len(s.awaiting) for s in awaiting)
@@ -213,6 +218,20 @@ def _columns(text: str) -> int:
     import unicodedata
 
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 0 if unicodedata.combining(c) else 1 for c in text)
+
+
+def report(course_dir: Path, assignment: str, against: Path | None = None, language: str | None = None) -> int:
+    from attention_course.grading.course import Course
+
+    course = Course(course_dir)
+    course.require(assignment)
+    if against is not None and not against.is_dir():
+        raise UsageError(f"--against {against}: no such folder (give the folder of earlier classes' submissions)")
+    page = course.write_reports(assignment, language=language, against=against)
+    print(f"the class report: {page}")
+    print(f"  with {', '.join(p.name for p in sorted(page.parent.glob('*.csv')))} beside it, and "
+          f"{course.root / 'reports' / (assignment + '.csv')} (one line a student)")
+    return 0
 
 
 def feedback(course_dir: Path, assignment: str) -> int:
@@ -297,6 +316,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reseed", action="store_true",
                    help="draw a new course seed for the hidden cases (and grade everyone again)")
     p.add_argument("--unsafe-no-sandbox", action="store_true", help="run submissions without bubblewrap")
+    p = commands.add_parser("report", help="the class report: scores, tests, failures, time, flags, alike work, regrades",
+                            description=f"The class report of one assignment ({assignments}): an offline HTML page "
+                                        "with CSV files beside it, in COURSE/reports/ASSIGNMENT/.")
+    p.add_argument("assignment", help=f"one of: {assignments}")
+    p.add_argument("--course", type=Path, default=Path("course"))
+    p.add_argument("--against", type=Path, default=None, metavar="DIR",
+                   help="also compare the code with earlier classes' submissions kept in DIR")
+    p.add_argument("--language", choices=("en", "zh"), default=None,
+                   help="the page's language (default: the language the assignment was released in)")
     p = commands.add_parser("feedback", help="feedback pages for students, and a zip for the LMS's feedback upload",
                             description=f"Feedback for every graded student of one assignment ({assignments}).")
     p.add_argument("assignment", help=f"one of: {assignments}")
@@ -334,6 +362,8 @@ def _run(args) -> int:
                          cluster=args.cluster, cold=args.cold)
         if args.command == "feedback":
             return feedback(args.course, args.assignment)
+        if args.command == "report":
+            return report(args.course, args.assignment, args.against, args.language)
         return export(args.course, args.to, args.format, args.assignment, args.leave_out_ungraded)
     except (CourseError, ExportError) as error:
         raise UsageError(str(error)) from None

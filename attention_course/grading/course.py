@@ -127,6 +127,10 @@ class Course:
         """``reports/<assignment>.csv`` (see :func:`report.write_report`)."""
         return report.write_report(self.layout, assignment)
 
+    def write_reports(self, assignment: str, *, language: str | None = None, against: Path | None = None) -> Path:
+        """The CSV report and the class report page, ``reports/<assignment>/index.html`` (see :mod:`report_page`)."""
+        return report.write_reports(self.layout, assignment, language=language, against=against)
+
     def feedback(self, assignment: str) -> FeedbackReport:
         """Feedback pages for every graded student, and a zip for each platform (see :func:`feedback.feedback`)."""
         return feedback.feedback(self.layout, assignment)
