@@ -5,8 +5,9 @@ table, a commit after every cell) about nine times a student, and validates each
 compiling its JSON schema anew for every cell: four fifths of a record's time, none of it the record's
 work. Inside :func:`lent_gradebook`, on the thread that entered it, every gradebook nbgrader opens for the
 same database is the one given, its commits held until the recorder commits (once a student); the
-release's rows are looked up once a batch, a student's grades once a notebook, and the metadata schema is
-compiled once. The grades, comments and autograded notebooks are the ones nbgrader
+release's rows are looked up once a batch, a student's grades once a notebook, the metadata schema is
+compiled once and each cell's metadata validated once a batch, and nbconvert does not deep-copy the notebook
+it has just read (three copies a pass, for nothing: nobody else holds it). The grades, comments and autograded notebooks are the ones nbgrader
 writes without it (tests/test_records.py compares them); other threads see nbgrader unchanged.
 """
 
@@ -14,9 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import threading
 from typing import Iterator
 
+_VALID_MEMO = 4096  # the cell metadata known valid, at most (a batch has a few dozen distinct ones)
 _NBGRADER_MODULES = ("nbgrader.converters.autograde", "nbgrader.preprocessors.saveautogrades",
                      "nbgrader.preprocessors.overwritecells", "nbgrader.preprocessors.overwritekernelspec",
                      "nbgrader.preprocessors.latesubmissions")
@@ -129,6 +132,7 @@ class _CachedSchemas:
     def __init__(self, jsonschema):
         self._jsonschema = jsonschema
         self._compiled: dict[tuple, tuple[dict, object]] = {}  # cheap key -> (the schema, its validator)
+        self._valid: set[tuple[int, str]] = set()  # (validator, instance as JSON): known to be valid
 
     def _validator(self, schema: dict):
         key = (schema.get("$schema"), tuple(schema.get("properties", ())), tuple(schema.get("required", ())))
@@ -142,17 +146,45 @@ class _CachedSchemas:
     def validate(self, instance, schema, *args, **kwargs):
         if args or kwargs:
             return self._jsonschema.validate(instance, schema, *args, **kwargs)
-        error = self._jsonschema.exceptions.best_match(self._validator(schema).iter_errors(instance))
+        validator = self._validator(schema)
+        try:  # (validity is a function of the instance's value: the same metadata is valid again)
+            key = (id(validator), json.dumps(instance, sort_keys=True, allow_nan=False))
+        except (TypeError, ValueError):
+            key = None
+        if key is not None and key in self._valid:
+            return
+        error = self._jsonschema.exceptions.best_match(validator.iter_errors(instance))
         if error is not None:
             raise error
+        if key is not None and len(self._valid) < _VALID_MEMO:
+            self._valid.add(key)
 
     def __getattr__(self, name):
         return getattr(self._jsonschema, name)
 
 
+class _NoCopiesOnTheLendingThread:
+    """The ``copy`` module as nbconvert's exporter sees it: on the thread that lent its gradebook, a deep copy
+    of the notebook (or resources) being exported is the value itself. The exporter copies the notebook it
+    has just read from its file, "to be safe", before and inside preprocessing; in nbgrader's converter
+    nothing else holds that notebook, so the copy changes nothing but the time. Other threads copy."""
+
+    def __init__(self, copy_module):
+        self._copy = copy_module
+
+    def deepcopy(self, value, memo=None):
+        if getattr(_lent, "gradebook", None) is not None:
+            return value
+        return self._copy.deepcopy(value, memo)
+
+    def __getattr__(self, name):
+        return getattr(self._copy, name)
+
+
 def _install() -> None:
     import importlib
 
+    import nbconvert.exporters.exporter as exporter
     import nbgrader.api
     import nbgrader.nbgraderformat.common as common
 
@@ -169,11 +201,14 @@ def _install() -> None:
             module.Gradebook = borrowing
         _originals["jsonschema"] = common.jsonschema
         common.jsonschema = _CachedSchemas(common.jsonschema)
+        _originals["copy"] = exporter.copy
+        exporter.copy = _NoCopiesOnTheLendingThread(exporter.copy)
 
 
 def _uninstall() -> None:
     import importlib
 
+    import nbconvert.exporters.exporter as exporter
     import nbgrader.nbgraderformat.common as common
 
     global _installed
@@ -184,6 +219,7 @@ def _uninstall() -> None:
         for name in _NBGRADER_MODULES:
             importlib.import_module(name).Gradebook = _originals[name]
         common.jsonschema = _originals["jsonschema"]
+        exporter.copy = _originals["copy"]
 
 
 @contextlib.contextmanager
