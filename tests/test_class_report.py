@@ -154,7 +154,7 @@ def test_the_page_shows_scores_flags_time_and_the_alike_pair(graded):
     pairs = {(r["student_a"], r["student_b"]): r for r in _csv(course.root / "reports" / ASSIGNMENT / "similarity.csv")
              if r["flagged"] in ("True", "true", "1", "yes")}
     assert ("copy-one", "copy-two") in pairs, pairs
-    assert "copy-one · copy-two" in text
+    assert "copy-one · copy-two" in text and "pairs of students flagged" in text
     independent = {"honest-book", "honest-d2l", "honest-uva"}  # honest, and written apart
     assert not [pair for pair in pairs if set(pair) <= independent]
 

@@ -96,10 +96,6 @@ def render(data: ClassData, statistics: list[CheckStatistics], similar, regrade:
     """The page's HTML (see the module's text)."""
     from attention_course.figures import class_report as figures
 
-    if lang != "en":
-        from attention_course.plotting import use_course_style
-
-        use_course_style()  # (the Chinese labels need the course's CJK font; none is missing: it fails if so)
     tr = translator(lang, "grading", strict=True)
     rows = data.rows
     parts: list[str] = []
@@ -141,11 +137,13 @@ def render(data: ClassData, statistics: list[CheckStatistics], similar, regrade:
         for s in statistics:
             if not s.failures:
                 continue
-            summary = tr("{test}: {count} failed, in {kinds} ways").format(
+            summary = (tr("{test}: {count} failed, in {kinds} ways") if len(s.failures) > 1
+                       else tr("{test}: {count} failed, all in the same way")).format(
                 test=s.grade_id, count=s.graded - s.passed, kinds=len(s.failures))
             parts.append(f"<details><summary>{_e(summary)}</summary>")
             for failure in s.failures[:10]:
-                parts.append("<div class='failure'><p><b>" + _e(tr("{count} students").format(count=failure.count))
+                who = tr("{count} students") if failure.count > 1 else tr("1 student")
+                parts.append("<div class='failure'><p><b>" + _e(who.format(count=failure.count))
                              + "</b> " + _e(tr("e.g. {students}").format(students=", ".join(failure.students)))
                              + f"</p><pre>{_e(failure.example)}</pre></div>")
             if len(s.failures) > 10:
@@ -175,25 +173,33 @@ def render(data: ClassData, statistics: list[CheckStatistics], similar, regrade:
 
 
 def _similarity(similar, tr) -> str:
-    parts = [_h2("similar", tr("Alike work")), f"<p>{_e(similar.method)}</p>"]
-    flagged = [p for p in similar.pairs if p.flagged]
-    parts.append("<p>" + _e(tr("{flagged} pairs at or above the threshold {threshold:.2f} (similarity.csv lists "
-                               "{listed} pairs).").format(flagged=len(flagged), threshold=similar.threshold,
-                                                          listed=len(similar.pairs))) + "</p>")
-    shown = similar.pairs[:SHOWN_PAIRS]
+    """The alike work, one row a pair of students (their alike functions in it), flagged pairs first; the
+    first pairs open to their code side by side."""
+    parts = [_h2("similar", tr("Alike work")), _p(similar.method)]
+    students: dict[tuple[str, str], list] = {}
+    for pair in similar.pairs:
+        students.setdefault((pair.student_a, pair.student_b), []).append(pair)
+    ranked = sorted(students.items(), key=lambda item: (not any(p.flagged for p in item[1]),
+                                                        -max(p.score for p in item[1]), item[0]))
+    flagged = [key for key, pairs in ranked if any(p.flagged for p in pairs)]
+    parts.append(_p(tr("{flagged} pairs of students flagged (threshold {threshold:.2f}); similarity.csv lists "
+                       "{listed} alike functions.").format(flagged=len(flagged), threshold=similar.threshold,
+                                                           listed=len(similar.pairs))))
+    shown = ranked[:SHOWN_PAIRS]
     if shown:
-        parts.append(_table([tr("students"), tr("function"), tr("similarity"), ""],
-                            [[f"{p.student_a} · {p.student_b}", p.function, f"{p.score:.2f}",
-                              tr("flagged") if p.flagged else ""] for p in shown]))
-    for pair in shown:
-        if pair.kind != "code":
+        parts.append(_table([tr("students"), tr("alike functions (similarity)"), ""],
+                            [[f"{a} · {b}", ", ".join(f"{p.function} {p.score:.2f}" for p in pairs),
+                              tr("flagged") if any(p.flagged for p in pairs) else ""] for (a, b), pairs in shown]))
+    for (a, b), pairs in shown:
+        code = [p for p in pairs if p.kind == "code"]
+        if not code:
             continue
-        parts.append(f"<details{' open' if pair.flagged and pair is flagged[0] else ''}><summary>"
-                     + _e(f"{pair.student_a} · {pair.student_b}: {pair.function} ({pair.score:.2f})") + "</summary>"
-                     + "<div class='pair'>"
-                     + f"<figure><figcaption>{_e(pair.student_a)}</figcaption><pre>{_e(pair.code_a)}</pre></figure>"
-                     + f"<figure><figcaption>{_e(pair.student_b)}</figcaption><pre>{_e(pair.code_b)}</pre></figure>"
-                     + "</div></details>")
+        parts.append(f"<details><summary>{_e(f'{a} · {b}')}</summary>")
+        for pair in code:
+            parts.append(f"<p>{_e(f'{pair.function} ({pair.score:.2f})')}</p><div class='pair'>"
+                         f"<figure><figcaption>{_e(a)}</figcaption><pre>{_e(pair.code_a)}</pre></figure>"
+                         f"<figure><figcaption>{_e(b)}</figcaption><pre>{_e(pair.code_b)}</pre></figure></div>")
+        parts.append("</details>")
     return "\n".join(parts)
 
 
