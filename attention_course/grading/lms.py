@@ -95,6 +95,7 @@ class Student:
     late: bool = False
     group: str = ""
     email: str = ""
+    username: str = ""  # Moodle's "Username", where the site shows it in the grading worksheet
     sis_user_id: str = ""
     sis_login_id: str = ""
     section: str = ""
@@ -357,7 +358,7 @@ def roster_students(table: tuple[str, list[str], list[dict[str, str]]]) -> list[
                 continue
             students.append(Student(key=f"moodle-{participant}", lms="moodle", lms_id=participant,
                                     name=row.get("Full name", ""), email=row.get("Email address", ""),
-                                    group=row.get("Group", "")))
+                                    username=row.get("Username", ""), group=row.get("Group", "")))
         return students
     for row in rows:
         if not row["ID"].isdigit():  # Canvas's "Points Possible" row, and blank lines
