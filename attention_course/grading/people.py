@@ -180,6 +180,16 @@ def course_totals(grades: dict[str, list[lms.Grade]], people: People) -> tuple[d
         for grade in assignment_grades:
             by_person[people.of[grade.student]][assignment] = grade
     several = len(grades) > 1
+    unjoined = defaultdict(int)  # {assignment: its students kept per assignment}: a grade "missing" may be theirs
+    for key in by_person:
+        if people.persons[key].apart and several:
+            for assignment in by_person[key]:
+                unjoined[assignment] += 1
+
+    def unless(assignment: str) -> str:
+        count = unjoined[assignment]
+        return f" (unless they are one of its {count} student(s) kept per assignment)" if count else ""
+
     totals: dict[str, lms.CourseTotal] = {}
     missing: dict[str, list[str]] = defaultdict(list)
     awaiting: list[str] = []
@@ -197,7 +207,7 @@ def course_totals(grades: dict[str, list[lms.Grade]], people: People) -> tuple[d
                                     f"across assignments; {ROSTER_HINT}")
             apart.append(person.label())
         else:
-            note = f"no grade in {', '.join(absent)}: counted 0" if absent else ""
+            note = "; ".join(f"no grade in {assignment}: counted 0{unless(assignment)}" for assignment in absent)
             total = lms.CourseTotal(key, sum(grade.score for grade in got.values()), max_score, note)
             for assignment in absent:
                 missing[assignment].append(person.label())
@@ -205,7 +215,7 @@ def course_totals(grades: dict[str, list[lms.Grade]], people: People) -> tuple[d
             totals[grade.student] = total
     said = [f"kept per assignment, so no course total (no e-mail address or username on a roster joins their "
             f"assignments; {ROSTER_HINT}): {_listed(apart)}"] if apart else []
-    said += [f"no grade in {assignment}, counted 0 in the course total: {_listed(missing[assignment])}"
+    said += [f"no grade in {assignment}, counted 0 in the course total{unless(assignment)}: {_listed(missing[assignment])}"
              for assignment in grades if assignment in missing]
     if awaiting:
         said.append(f"no course total while written answers await a manual grade in formgrader: {_listed(awaiting)}")
