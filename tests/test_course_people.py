@@ -145,6 +145,21 @@ def test_a_student_without_an_e_mail_stays_separate_and_every_export_says_so(moo
     assert "kept per assignment" in worksheet["Participant 500003"][lms.MOODLE_TOTAL_COLUMNS[2]]
 
 
+def test_one_assignment_needs_no_roster_and_the_worksheet_made_without_one_carries_the_total_too(tmp_path):
+    course = Course(tmp_path / "course")
+    course.root.mkdir()
+    _gradebook(course, {"soft-hard": (10.0, {"moodle-500001": 6.5})})
+    with zipfile.ZipFile(tmp_path / "download.zip", "w") as bundle:
+        bundle.writestr("Jane Doe_500001_assignsubmission_file/soft-hard.ipynb", b"{}")
+    course.import_zip(tmp_path / "download.zip", "soft-hard")
+    exported = export_grades(course.layout, tmp_path / "worksheet.csv", "moodle", "soft-hard")
+    [row] = _rows(exported.path)
+    assert list(row) == lms.MOODLE_COLUMNS + lms.MOODLE_TOTAL_COLUMNS
+    assert (row["Identifier"], row["Grade"]) == ("Participant 500001", "6.50")
+    assert [row[c] for c in lms.MOODLE_TOTAL_COLUMNS] == ["6.50", "10.00", ""]  # nothing to join, nothing to say
+    assert exported.course == [] and exported.left_out == []
+
+
 # -- a Canvas course of two assignments --------------------------------------------------------------------
 
 def _canvas_download(path: Path, students: list[tuple[str, str]], first_attachment: int) -> Path:
