@@ -247,12 +247,14 @@ def test_canvas_feedback_zip_names_the_graded_attachment(canvas):
 def test_canvas_gradebook_export_has_canvas_columns_and_scaled_points(canvas):
     assert canvas["exported"].returncode == 0, canvas["exported"].stderr
     rows = list(csv.reader(io.StringIO(canvas["gradebook_csv"].read_text(encoding="utf-8"))))
-    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "soft-hard (3301)"]
-    assert rows[1][0] == "Points Possible" and rows[1][5] == "20.00"
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "soft-hard (3301)",
+                       lms.CANVAS_TOTAL_COLUMN]  # the course total: a column Canvas's import drops, as its own totals
+    assert rows[1][0] == "Points Possible" and rows[1][5] == "20.00" and rows[1][6] == "10.00"
     by_id = {row[1]: row for row in rows[2:]}
     assert set(by_id) == {"4711", "4712", "4713", "4714", "4716", "4717"}
     assert by_id["4713"][0] == "李, 雷" and by_id["4713"][2:5] == ["S4713", "login4713", "Section A"]
     assert by_id["4712"][5] == "20.00" and by_id["4716"][5] == "16.00" and by_id["4717"][5] == "0.00"
+    assert by_id["4716"][6] == "8.00"  # the course total is nbgrader's points, one assignment graded so far
     assert "anonymous" in canvas["exported"].stdout  # said, not silently dropped
 
 

@@ -1,10 +1,18 @@
 """Export: the gradebook's grades in the form each platform imports (nbgrader's CSV, Moodle's grading
-worksheet, Canvas's gradebook), never a grade without its answers graded by hand."""
+worksheet, Canvas's gradebook), never a grade without its answers graded by hand.
+
+Every export also carries each person's course total over every graded assignment, the people joined across
+assignments as :mod:`people` says (Moodle's participant id is one per assignment), in columns the platform's
+import does not read: nbgrader's CSV ends with :data:`NBGRADER_COURSE_COLUMNS`, Moodle's worksheet with
+:data:`lms.MOODLE_TOTAL_COLUMNS`, Canvas's gradebook with :data:`lms.CANVAS_TOTAL_COLUMN`. A grade itself is
+never changed by the join.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
 from attention_course.grading import lms
@@ -12,11 +20,24 @@ from attention_course.grading.errors import CourseError
 from attention_course.grading.gradebook import has_gradebook, open_gradebook
 from attention_course.grading.intake import people as read_people, roster_table
 from attention_course.grading.layout import Layout, write_whole
+from attention_course.grading.people import course_totals, join
 from attention_course.grading.written import written_names, written_of
 
 EXPORT_FORMATS = ("nbgrader", "moodle", "canvas")
 NBGRADER_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
                     "raw_score", "late_submission_penalty", "score", "max_score"]
+# After nbgrader's own columns: the person the row's student is (the same in every assignment they are joined
+# in), their course total and its maximum (nbgrader points), and what to know of that total.
+NBGRADER_COURSE_COLUMNS = ["person", "course_score", "course_max_score", "course_note"]
+
+
+@dataclass
+class Exported:
+    """What :func:`export_grades` wrote, and what the instructor should read beside it (one line each)."""
+
+    path: Path
+    left_out: list[str]  # who is not in the file, and why
+    course: list[str]  # what the course totals say: who counts 0 where, whose total is blank and why, joins to check
 
 
 def gradebook_grades(layout: Layout) -> dict[str, list[lms.Grade]]:
@@ -41,19 +62,28 @@ def gradebook_grades(layout: Layout) -> dict[str, list[lms.Grade]]:
 
 def export(layout: Layout, destination: Path, fmt: str = "nbgrader", assignment: str | None = None,
            leave_out_ungraded: bool = False) -> tuple[Path, list[str]]:
-    """Write the grades for an LMS to import; returns the file and what was left out (one line each).
+    """Write the grades for an LMS to import; returns the file and what was left out (one line each). See
+    :func:`export_grades`, which also returns what the course totals say."""
+    exported = export_grades(layout, destination, fmt, assignment, leave_out_ungraded)
+    return exported.path, exported.left_out
+
+
+def export_grades(layout: Layout, destination: Path, fmt: str = "nbgrader", assignment: str | None = None,
+                  leave_out_ungraded: bool = False) -> Exported:
+    """Write the grades for an LMS to import, each with its person's course total (see the module's docstring).
 
     A grade is never exported without its written answers: while any answer graded by hand awaits a
     manual grade (never graded, or marked for regrading after a resubmission), the export is refused, naming
     who and what; with ``leave_out_ungraded`` the others are exported and those students are left out (and
-    listed)."""
+    listed). The course total spans every graded assignment, also with ``assignment`` (Moodle takes one
+    worksheet per assignment, and its total is still the course's)."""
     if fmt not in EXPORT_FORMATS:
         raise CourseError(f"unknown format {fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}")
     if destination.is_dir():
         raise CourseError(f"{destination} is a folder: give a file name, e.g. {destination / 'grades.csv'}")
     if not destination.parent.is_dir():
         raise CourseError(f"no folder {destination.parent} to write {destination.name} in")
-    grades = gradebook_grades(layout)
+    grades = everything = gradebook_grades(layout)
     if assignment is not None:
         if assignment not in grades:
             raise CourseError(f"nothing graded for {assignment!r}; graded: {', '.join(grades) or 'nothing yet'}")
@@ -71,30 +101,32 @@ def export(layout: Layout, destination: Path, fmt: str = "nbgrader", assignment:
     skipped: list[str] = [f"{g.student} ({name}: written answers await a manual grade: {', '.join(g.awaiting)})"
                           for name, g in ungraded]
     grades = {name: [g for g in assignment_grades if not g.awaiting] for name, assignment_grades in grades.items()}
+    everything = dict(sorted(everything.items()))  # the course's order (as `release` lists the assignments)
+    people = join({name: {g.student: g.person for g in assignment_grades} for name, assignment_grades in everything.items()})
+    totals, course = course_totals(everything, people)
     if fmt == "moodle":
         if len(grades) > 1:
             raise CourseError("Moodle takes one grading worksheet per assignment: add --assignment, one of "
                               + ", ".join(grades))
         [(name, assignment_grades)] = grades.items()
-        text, left_out = lms.moodle_worksheet(assignment_grades, roster_table(layout, name))
+        text, left_out = lms.moodle_worksheet(assignment_grades, roster_table(layout, name), totals)
         skipped += left_out
     elif fmt == "canvas":
-        people: dict[str, lms.Student] = {}
+        identities: dict[str, lms.Student] = {}
         for name in grades:
-            people.update(read_people(layout, name))
+            identities.update(read_people(layout, name))
         tables = [t for t in (roster_table(layout, name) for name in grades) if t and t[0] == "canvas"]
-        text, left_out = lms.canvas_gradebook(grades, people, tables[0] if tables else None)
+        text, left_out = lms.canvas_gradebook(grades, identities, tables[0] if tables else None, totals)
         skipped += left_out
     else:
-        text = _nbgrader_csv(layout, grades)
+        text = _nbgrader_csv(layout, grades, totals)
     write_whole(destination, text)
-    return destination, skipped
+    return Exported(destination, skipped, course)
 
 
-def _nbgrader_csv(layout: Layout, grades: dict[str, list[lms.Grade]]) -> str:
-
+def _nbgrader_csv(layout: Layout, grades: dict[str, list[lms.Grade]], totals: dict[str, lms.CourseTotal]) -> str:
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=NBGRADER_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=NBGRADER_COLUMNS + NBGRADER_COURSE_COLUMNS, lineterminator="\n")
     writer.writeheader()
     with open_gradebook(layout.root) as gradebook:
         for name in grades:
@@ -109,7 +141,8 @@ def _nbgrader_csv(layout: Layout, grades: dict[str, list[lms.Grade]]) -> str:
                                  "last_name": student.last_name or "", "first_name": student.first_name or "",
                                  "email": student.email or "", "raw_score": float(submission.score),
                                  "late_submission_penalty": float(submission.late_submission_penalty or 0),
-                                 "score": after_penalty(submission), "max_score": float(assignment.max_score)})
+                                 "score": after_penalty(submission), "max_score": float(assignment.max_score),
+                                 **dict(zip(NBGRADER_COURSE_COLUMNS, [totals[student.id].person, *totals[student.id].cells()]))})
     return out.getvalue()
 
 

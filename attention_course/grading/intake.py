@@ -41,7 +41,7 @@ def people(layout: Layout, assignment: str) -> dict[str, lms.Student]:
     for key, record in intake["roster"].items():
         listed = lms.student_from_record(record)
         known = found.setdefault(key, listed)
-        for name in ("name", "email", "sis_user_id", "sis_login_id", "section"):
+        for name in ("name", "email", "username", "sis_user_id", "sis_login_id", "section"):
             if getattr(listed, name):
                 setattr(known, name, getattr(listed, name))
     return found

@@ -38,12 +38,15 @@ A student is keyed on the platform's own id (``moodle-123456``, ``canvas-4711``,
 folders (``alice/soft-hard.ipynb``) keys each student on the folder's name.
 
 Participant lists (``--roster``): Moodle's grading worksheet (``Identifier``, ``Full name``,
-``Email address`` …, ``Group`` for group assignments) and Canvas's gradebook export (``Student``,
-``ID``, ``SIS User ID``, ``SIS Login ID``, ``Section`` …, a "Points Possible" row).
+``Email address`` …, ``Username`` where the site shows it, ``Group`` for group assignments) and Canvas's
+gradebook export (``Student``, ``ID``, ``SIS User ID``, ``SIS Login ID``, ``Section`` …, a "Points
+Possible" row). The e-mail address and the username are what join a Moodle student's assignments into
+one person (see :mod:`people`): the participant id is one per assignment.
 
 Going back: Moodle's worksheet upload needs ``Identifier``, ``Grade`` and ``Last modified (grade)``;
 Canvas's gradebook import needs ``Student``, ``ID`` … ``Section`` and then one column per assignment
-(see :func:`moodle_worksheet`, :func:`canvas_gradebook`). The feedback zips are laid out in
+(see :func:`moodle_worksheet`, :func:`canvas_gradebook`). Each carries the course total in a column the
+platform's import does not read. The feedback zips are laid out in
 :func:`feedback_entry`.
 """
 
@@ -95,6 +98,7 @@ class Student:
     late: bool = False
     group: str = ""
     email: str = ""
+    username: str = ""  # Moodle's "Username", where the site shows it in the grading worksheet
     sis_user_id: str = ""
     sis_login_id: str = ""
     section: str = ""
@@ -357,7 +361,7 @@ def roster_students(table: tuple[str, list[str], list[dict[str, str]]]) -> list[
                 continue
             students.append(Student(key=f"moodle-{participant}", lms="moodle", lms_id=participant,
                                     name=row.get("Full name", ""), email=row.get("Email address", ""),
-                                    group=row.get("Group", "")))
+                                    username=row.get("Username", ""), group=row.get("Group", "")))
         return students
     for row in rows:
         if not row["ID"].isdigit():  # Canvas's "Points Possible" row, and blank lines
@@ -409,6 +413,29 @@ MOODLE_COLUMNS = ["Identifier", "Full name", "Email address", "Status", "Grade",
 # as a new assignment); a "Points Possible" row sets the points.
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
+# The course total goes where each import does not look. Moodle's worksheet upload reads only "Identifier",
+# "Grade", "Last modified (grade)" and the feedback plugins' columns ("Feedback comments"), so further columns
+# are ignored (mod/assign/feedback/offline/importgradeslib.php). Canvas's import drops every column whose
+# title contains "Current Score", "Current Points", "Final Score", "Final Points", "Final Grade" … before it
+# reads assignments (GradebookImporter::NON_ASSIGNMENT_COLUMN_HEADERS), as it does with its own read-only
+# totals; any other unknown column would be offered as a new assignment. "Final Points" is Canvas's name for
+# a points total that counts what is missing as 0, which is what this total does.
+MOODLE_TOTAL_COLUMNS = ["Course total (all notebooks)", "Course maximum (all notebooks)", "Course total note"]
+CANVAS_TOTAL_COLUMN = "Notebooks Final Points"
+
+
+@dataclass
+class CourseTotal:
+    """One person's nbgrader points over every graded assignment of the course (never scaled)."""
+
+    person: str  # the course-wide key of the person (see :mod:`people`)
+    score: float | None  # None: no total can be given yet, and ``note`` says why
+    max_score: float
+    note: str = ""  # what an instructor should know of this total, in plain words ("" when nothing)
+
+    def cells(self) -> list[str]:
+        return ["" if self.score is None else f"{self.score:.2f}", f"{self.max_score:.2f}", self.note]
+
 
 @dataclass
 class Grade:
@@ -430,28 +457,36 @@ def _number(text: str) -> float | None:
         return None
 
 
-def moodle_worksheet(grades: list[Grade], table: tuple[str, list[str], list[dict[str, str]]] | None) -> tuple[str, list[str]]:
+def moodle_worksheet(grades: list[Grade], table: tuple[str, list[str], list[dict[str, str]]] | None,
+                     totals: dict[str, CourseTotal] | None = None) -> tuple[str, list[str]]:
     """The grading worksheet to upload, and what was left out. Given the worksheet Moodle let you download
     (``--roster``), its rows are written back as they were with the grade filled in, scaled to its
-    "Maximum Grade"; otherwise one row per student with the assignment's own points as the maximum."""
+    "Maximum Grade"; otherwise one row per student with the assignment's own points as the maximum.
+    ``totals`` ({student: their course total}) adds :data:`MOODLE_TOTAL_COLUMNS`, which the upload ignores."""
+    extra = MOODLE_TOTAL_COLUMNS if totals is not None else []
+
+    def with_total(row: dict[str, str], grade: Grade) -> dict[str, str]:
+        total = (totals or {}).get(grade.student)
+        return {**row, **dict(zip(extra, total.cells()))} if total else row
+
     skipped = [f"{g.student} (not a Moodle participant)" for g in grades if not g.student.startswith("moodle-")]
     by_id = {g.person.lms_id if g.person else g.student.removeprefix("moodle-"): g
              for g in grades if g.student.startswith("moodle-")}
     out = io.StringIO()
     if table and table[0] == "moodle":
         _, header, rows = table
-        writer = csv.DictWriter(out, fieldnames=header, lineterminator="\n")
+        writer = csv.DictWriter(out, fieldnames=header + [c for c in extra if c not in header], lineterminator="\n")
         writer.writeheader()
         for row in rows:
             participant = _participant(row.get("Identifier", ""))
             grade = by_id.pop(participant, None) if participant else None
             if grade is not None:
                 target = _number(row.get("Maximum Grade", ""))
-                row = {**row, "Grade": f"{_scaled(grade.score, grade.max_score, target):.2f}"}
+                row = with_total({**row, "Grade": f"{_scaled(grade.score, grade.max_score, target):.2f}"}, grade)
             writer.writerow(row)
         from_worksheet = True
     else:
-        writer = csv.DictWriter(out, fieldnames=MOODLE_COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(out, fieldnames=MOODLE_COLUMNS + extra, lineterminator="\n")
         writer.writeheader()
         from_worksheet = False
     for lms_id, grade in sorted(by_id.items(), key=lambda item: int(item[0])):
@@ -459,11 +494,11 @@ def moodle_worksheet(grades: list[Grade], table: tuple[str, list[str], list[dict
             skipped.append(f"{grade.student} (not in the worksheet given with --roster)")
             continue
         person = grade.person
-        writer.writerow({"Identifier": f"Participant {lms_id}", "Full name": person.name if person else "",
-                         "Email address": person.email if person else "", "Status": "",
-                         "Grade": f"{grade.score:.2f}", "Maximum Grade": f"{grade.max_score:.2f}",
-                         "Grade can be changed": "Yes", "Last modified (submission)": "-",
-                         "Last modified (grade)": "-"})
+        writer.writerow(with_total({"Identifier": f"Participant {lms_id}", "Full name": person.name if person else "",
+                                    "Email address": person.email if person else "", "Status": "",
+                                    "Grade": f"{grade.score:.2f}", "Maximum Grade": f"{grade.max_score:.2f}",
+                                    "Grade can be changed": "Yes", "Last modified (submission)": "-",
+                                    "Last modified (grade)": "-"}, grade))
     return out.getvalue(), skipped
 
 
@@ -472,10 +507,13 @@ def _canvas_title(title: str) -> str:
 
 
 def canvas_gradebook(grades: dict[str, list[Grade]], people: dict[str, Student],
-                     table: tuple[str, list[str], list[dict[str, str]]] | None) -> tuple[str, list[str]]:
+                     table: tuple[str, list[str], list[dict[str, str]]] | None,
+                     totals: dict[str, CourseTotal] | None = None) -> tuple[str, list[str]]:
     """The gradebook CSV to import: the student columns, then one column per graded assignment. An
     assignment is written under the gradebook export's column whose title is its name (so Canvas matches
-    it by id, and its points scale the grade); else under its own name, which Canvas offers to map."""
+    it by id, and its points scale the grade); else under its own name, which Canvas offers to map.
+    ``totals`` ({student: their course total}) adds :data:`CANVAS_TOTAL_COLUMN` (its maximum in the "Points
+    Possible" row), which the import drops as it drops its own read-only totals."""
     header = table[1] if table and table[0] == "canvas" else []
     points_row = next((r for r in table[2] if "Points Possible" in r.get("Student", "")), {}) if header else {}
     columns, targets = {}, {}
@@ -497,14 +535,18 @@ def canvas_gradebook(grades: dict[str, list[Grade]], people: dict[str, Student],
                                                   "SIS User ID": person.sis_user_id, "SIS Login ID": person.sis_login_id,
                                                   "Section": person.section})
             row[columns[assignment]] = f"{_scaled(grade.score, grade.max_score, targets[assignment]):.2f}"
+            if totals is not None and grade.student in totals:
+                row[CANVAS_TOTAL_COLUMN] = totals[grade.student].cells()[0]
     out = io.StringIO()
-    fieldnames = CANVAS_COLUMNS + list(columns.values())
+    fieldnames = CANVAS_COLUMNS + list(columns.values()) + ([CANVAS_TOTAL_COLUMN] if totals is not None else [])
     writer = csv.DictWriter(out, fieldnames=fieldnames, lineterminator="\n")
     writer.writeheader()
     possible = {"Student": "Points Possible"}
     for assignment, column in columns.items():
         maxima = [g.max_score for g in grades[assignment]]
         possible[column] = f"{targets[assignment] or (max(maxima) if maxima else 0):.2f}"
+    if totals:
+        possible[CANVAS_TOTAL_COLUMN] = next(iter(totals.values())).cells()[1]
     writer.writerow(possible)
     for lms_id in sorted(rows, key=int):
         writer.writerow(rows[lms_id])
