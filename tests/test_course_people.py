@@ -232,3 +232,16 @@ def test_a_total_waits_for_the_manual_grades_and_one_assignment_needs_no_join():
     assert any(line.startswith("no course total while written answers await") for line in said)
     alone, _ = course_totals({"a": [lms.Grade("moodle-3", 9, 10)]}, join({"a": {"moodle-3": _moodle("3", "Bo")}}))
     assert alone["moodle-3"].cells() == ["9.00", "10.00", ""]  # one assignment: its grade is the course's
+
+
+def test_the_export_command_prints_what_the_course_totals_say(moodle, tmp_path, capsys):
+    from attention_course.grading.cli import main as cli
+
+    course, _ = moodle
+    (course.root / "nbgrader_config.py").touch()  # (a course as `release` leaves it has one)
+    assert cli(["export", "--course", str(course.root), "--format", "moodle", "--assignment", "soft-hard",
+                "--to", str(tmp_path / "worksheet.csv")]) == 0
+    said = capsys.readouterr().out
+    assert "each with its student's course total" in said
+    assert "course total: kept per assignment" in said and "moodle-500003 (Sam Solo, soft-hard)" in said
+    assert "course total: no grade in three-stages, counted 0" in said

@@ -21,8 +21,10 @@ Instructors (COURSE is an nbgrader course directory, default ./course; `release`
   attention-course feedback ASSIGNMENT     a feedback page for every graded student (no hidden tests in
                                            it), and a zip for the LMS's feedback upload
   attention-course export [--format nbgrader|moodle|canvas] [--assignment A] [--to FILE] [--leave-out-ungraded]
-                                           grades for the LMS; refused while written answers await a manual
-                                           grade in formgrader (or, with the flag, those students left out)
+                                           grades for the LMS, each with the student's course total (joined
+                                           across assignments by the roster's e-mail where the LMS id is per
+                                           assignment); refused while written answers await a manual grade in
+                                           formgrader (or, with the flag, those students left out)
 """
 
 from __future__ import annotations
@@ -255,10 +257,12 @@ def export(course_dir: Path, destination: Path, fmt: str, assignment: str | None
 
     course = Course(course_dir)
     course.require(assignment)
-    path, skipped = course.export(destination, fmt, assignment, leave_out_ungraded=leave_out_ungraded)
-    print(f"grades written to {path} ({fmt})")
-    for line in skipped:
+    exported = course.export_grades(destination, fmt, assignment, leave_out_ungraded=leave_out_ungraded)
+    print(f"grades written to {exported.path} ({fmt}), each with its student's course total")
+    for line in exported.left_out:
         print(f"  not in it: {line}")
+    for line in exported.course:
+        print(f"  course total: {line}")
     return 0
 
 

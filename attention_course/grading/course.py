@@ -139,3 +139,8 @@ class Course:
                leave_out_ungraded: bool = False) -> tuple[Path, list[str]]:
         """Write the grades for an LMS to import; returns the file and what was left out (see :func:`export.export`)."""
         return export.export(self.layout, destination, fmt, assignment, leave_out_ungraded)
+
+    def export_grades(self, destination: Path, fmt: str = "nbgrader", assignment: str | None = None,
+                      leave_out_ungraded: bool = False) -> export.Exported:
+        """:meth:`export`, and what the course totals say beside it (see :func:`export.export_grades`)."""
+        return export.export_grades(self.layout, destination, fmt, assignment, leave_out_ungraded)
