@@ -12,7 +12,7 @@ Instructors (COURSE is an nbgrader course directory, default ./course; `release`
                                     [--jobs N | --cluster tcp://HOST:8786] [--force] [--reseed] [--cold]
                                            grade submitted/<student>/<ASSIGNMENT>/ (or a Moodle/Canvas
                                            download), sandboxed, into the gradebook; prints a summary and
-                                           writes COURSE/reports/<ASSIGNMENT>.csv
+                                           writes COURSE/reports/<ASSIGNMENT>.csv and the class report
   attention-course report ASSIGNMENT [--against DIR] [--language en|zh]
                                            the class at a glance: COURSE/reports/<ASSIGNMENT>/index.html
                                            (scores, each test's pass rate, discrimination and common
