@@ -67,8 +67,8 @@ from attention_course.grading.normalised_code import (K, book_fingerprints, cell
                                                        release_fingerprints)
 from attention_course.grading.pasted_weights import MIN_PAYLOAD_CHARS, payloads, weights_score
 
-THRESHOLD = 0.8  # a function's score from which it counts towards a flag (measured: see above)
-MIN_MASS = 60  # shared distinctive fingerprints a flagged pair needs, over its functions at or above THRESHOLD
+THRESHOLD = 0.7  # a function's score from which it counts towards a flag (measured: see above)
+MIN_MASS = 40  # shared distinctive fingerprints a flagged pair needs, over its functions at or above THRESHOLD
 REPORT_FLOOR = 0.5  # pairs below this score on a function are not reported
 COMMON_SHARE = 0.05  # a fingerprint held by more than this share of the class …
 COMMON_MIN = 10  # … and by more than this many students is common: no evidence, and not looked up
@@ -197,7 +197,10 @@ def _class_work(layout: Layout, assignment: str, against: Path | None) -> tuple[
     grade_ids, excluded = [], set()
     for notebook in notebooks:
         release_cells = _cells(layout.release_folder(assignment) / f"{notebook}.ipynb")
-        grade_ids += [g for g in answer_cells(release_cells) if g not in grade_ids]
+        stubs = {_nbgrader(c).get("grade_id"): cell_source(c) for c in release_cells}
+        # Answer cells that ask for a function or class (the release's stub defines it); cells that ask for a
+        # recipe to be followed (train, experiments) are alike in every honest notebook.
+        grade_ids += [g for g in answer_cells(release_cells) if g not in grade_ids and _defined(stubs.get(g, ""))]
         excluded |= release_fingerprints(release_cells)
     excluded |= book_fingerprints()
     work = []
