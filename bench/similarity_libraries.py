@@ -92,7 +92,7 @@ def evaluate_copydetect(folder: Path) -> dict:
     from copydetect import CopyDetector
     from similarity import synthetic_class
 
-    for students in (100, 200):
+    for students in (100, 1000):
         submissions, _ = synthetic_class(students, 0)
         tests = folder / f"class-{students}"
         for student, answers in submissions.items():

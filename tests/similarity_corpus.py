@@ -370,6 +370,34 @@ def rewrite(source: str, rng: random.Random, keep: set[str] = frozenset()) -> st
     return ast.unparse(ast.fix_missing_locations(_Rewrites().visit(ast.parse(source)))) + "\n"
 
 
+class _Variation(_Rewrites):
+    """:class:`_Rewrites` at random: each swap, and each function's assert, with probability one half."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+
+    def visit_BinOp(self, node):
+        return super().visit_BinOp(node) if self.rng.random() < 0.5 else self.generic_visit(node)
+
+    def visit_FunctionDef(self, node):
+        node = super().visit_FunctionDef(node) if self.rng.random() < 0.5 else self.generic_visit(node)
+        arguments = [a.arg for a in node.args.args if a.arg != "self"]
+        for _ in range(self.rng.randrange(3)):  # checks of one's own, between the statements
+            where = self.rng.randrange(len(node.body) + 1 if not isinstance(node.body[-1], ast.Return) else len(node.body))
+            check = f"assert {self.rng.choice(arguments)}.dim() >= {self.rng.randrange(4)}" if arguments else "pass"
+            node.body.insert(where, ast.parse(check).body[0])
+        return node
+
+
+def vary(source: str, rng: random.Random) -> str:
+    """One student's own variation of a style (for synthetic classes): some operands swapped, asserts of their
+    own added here and there."""
+    try:
+        return ast.unparse(ast.fix_missing_locations(_Variation(rng).visit(ast.parse(source)))) + "\n"
+    except SyntaxError:
+        return source
+
+
 def everything(source: str, rng: random.Random, keep: set[str] = frozenset()) -> str:
     return comment(reformat(reorder(rename(source, rng, keep), rng, keep), rng, keep), rng, keep)
 
