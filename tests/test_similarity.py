@@ -149,3 +149,18 @@ def test_unreadable_and_missing_notebooks_are_skipped(tmp_path):
     (tmp_path / "submitted" / "broken" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").write_text("{ not json")
     (tmp_path / "submitted" / "empty" / ASSIGNMENT).mkdir(parents=True)
     assert flagged(find_similar(layout, ASSIGNMENT)) == {frozenset(("a", "b"))}
+
+
+def test_an_answer_written_in_another_cell_is_compared(tmp_path):
+    """The answer cell left as the release gave it, the function written in a cell of the student's own."""
+    moved = notebook_with(ASSIGNMENT, {}, list(HONEST[ORIGINAL].values()))
+    layout = write_class(tmp_path, ASSIGNMENT, {**honest_class(), "original": HONEST[ORIGINAL], "moved": moved})
+    assert flagged(find_similar(layout, ASSIGNMENT)) == {frozenset(("original", "moved"))}
+
+
+def test_code_nested_thousands_deep_does_not_stop_the_comparison(tmp_path):
+    """A hostile answer (a sum 30,000 terms long) is read as flat tokens; the copies beside it are still found."""
+    deep = {"softmax": "def softmax(scores, dim=-1):\n    return scores" + " + scores" * 30000 + "\n"}
+    layout = write_class(tmp_path, ASSIGNMENT, {"deep": deep, "also-deep": deep, "original": HONEST[ORIGINAL],
+                                                "copy": disguised(HONEST[ORIGINAL], "all four", seed=5)})
+    assert frozenset(("original", "copy")) in flagged(find_similar(layout, ASSIGNMENT))

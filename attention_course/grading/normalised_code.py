@@ -243,11 +243,10 @@ def canonical_tokens(source: str) -> list[str]:
     name a ``V``."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+        return _Canonical(tree).block(tree.body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # (nested thousands deep: read it flat)
         return [("V" if re.match(r"[A-Za-z_]", t) else t)
                 for t in re.findall(r"[A-Za-z_][A-Za-z_0-9]*|\d+\.?\d*|\S", re.sub(r"#.*", "", source))]
-    canonical = _Canonical(tree)
-    return canonical.block(tree.body)
 
 
 def fingerprints(tokens: list[str], k: int | None = None) -> set[int]:
@@ -283,7 +282,7 @@ def _source_fingerprints(source: str) -> set[int]:
     found = code_fingerprints(source)
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return found
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
