@@ -201,6 +201,8 @@ class _Renamer(ast.NodeTransformer):
         self.generic_visit(node)
         return node
 
+    visit_ClassDef = visit_FunctionDef
+
     def visit_keyword(self, node):  # f(dim=x): the keyword is the callee's, the value is ours
         node.value = self.visit(node.value)
         return node
@@ -274,6 +276,10 @@ def _touches(statement: ast.stmt) -> tuple[set[str], set[str]]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_"):
             if isinstance(node.func.value, ast.Name):
                 written.add(node.func.value.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            written.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            written.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
     return read, written
 
 
@@ -335,8 +341,61 @@ class _Edits(ast.NodeTransformer):
 
 def edit(source: str, rng: random.Random, keep: set[str] = frozenset()) -> str:
     """Small rewrites that keep what the code does: tensor methods called as torch functions, returned
-    expressions put in a temporary first. The copy's code really differs (its score drops below 1)."""
+    expressions put in a temporary first."""
     return ast.unparse(ast.fix_missing_locations(_Edits().visit(ast.parse(source)))) + "\n"
+
+
+class _Rewrites(ast.NodeTransformer):
+    """Operands of ``*`` and ``+`` swapped, and an assert of one's own at the top of every function."""
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, (ast.Mult, ast.Add)):
+            node.left, node.right = node.right, node.left
+        return node
+
+    def visit_FunctionDef(self, node):
+        self.generic_visit(node)
+        arguments = [a.arg for a in node.args.args if a.arg != "self"]
+        if arguments:
+            start = 1 if node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) else 0
+            check = ast.parse(f"assert {arguments[0]} is not None, 'no input'").body[0]
+            node.body.insert(start, check)
+        return node
+
+
+def rewrite(source: str, rng: random.Random, keep: set[str] = frozenset()) -> str:
+    """Changes the normalisation does not undo: ``a * b`` written ``b * a``, an assert added to each function.
+    The copy's code really differs, and its score drops below 1."""
+    return ast.unparse(ast.fix_missing_locations(_Rewrites().visit(ast.parse(source)))) + "\n"
+
+
+class _Variation(_Rewrites):
+    """:class:`_Rewrites` at random: each swap, and each function's assert, with probability one half."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+
+    def visit_BinOp(self, node):
+        return super().visit_BinOp(node) if self.rng.random() < 0.5 else self.generic_visit(node)
+
+    def visit_FunctionDef(self, node):
+        node = super().visit_FunctionDef(node) if self.rng.random() < 0.5 else self.generic_visit(node)
+        arguments = [a.arg for a in node.args.args if a.arg != "self"]
+        for _ in range(self.rng.randrange(3)):  # checks of one's own, between the statements
+            where = self.rng.randrange(len(node.body) + 1 if not isinstance(node.body[-1], ast.Return) else len(node.body))
+            check = f"assert {self.rng.choice(arguments)}.dim() >= {self.rng.randrange(4)}" if arguments else "pass"
+            node.body.insert(where, ast.parse(check).body[0])
+        return node
+
+
+def vary(source: str, rng: random.Random) -> str:
+    """One student's own variation of a style (for synthetic classes): some operands swapped, asserts of their
+    own added here and there."""
+    try:
+        return ast.unparse(ast.fix_missing_locations(_Variation(rng).visit(ast.parse(source)))) + "\n"
+    except SyntaxError:
+        return source
 
 
 def everything(source: str, rng: random.Random, keep: set[str] = frozenset()) -> str:
@@ -344,7 +403,9 @@ def everything(source: str, rng: random.Random, keep: set[str] = frozenset()) ->
 
 
 DISGUISES = {"renamed": rename, "reformatted": reformat, "commented": comment, "reordered": reorder, "all four": everything,
-             "edited": edit, "all four and edited": lambda source, rng, keep=frozenset(): everything(edit(source, rng, keep), rng, keep)}
+             "edited": edit, "rewritten": rewrite,
+             "all four, edited, rewritten": lambda source, rng, keep=frozenset(): everything(
+                 edit(rewrite(source, rng, keep), rng, keep), rng, keep)}
 
 
 def disguised(answers: dict[str, str], disguise: str, seed: int) -> dict[str, str]:

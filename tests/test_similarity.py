@@ -19,7 +19,7 @@ from similarity_corpus import disguised, independent_submissions, notebook_with,
 
 ASSIGNMENT = "soft-hard"
 HONEST = independent_submissions(ASSIGNMENT)
-ORIGINAL = "nested-helpers-decorators"  # its answers have independent statements to reorder
+ORIGINAL = "warnings-and-asserts"  # each of its answers has independent statements to reorder
 
 
 def flagged(similarity) -> set[frozenset]:
@@ -68,11 +68,9 @@ def test_each_pair_shows_the_code_as_the_students_wrote_it(graded_class):
 @pytest.mark.parametrize("disguise", ["renamed", "reformatted", "commented", "reordered"])
 def test_a_disguised_copy_is_still_found(tmp_path, disguise):
     copy = disguised(HONEST[ORIGINAL], disguise, seed=3)
-    changed = [g for g in copy if ast.dump(ast.parse(copy[g])) != ast.dump(ast.parse(HONEST[ORIGINAL][g]))
-               or copy[g] != HONEST[ORIGINAL][g]]
-    assert changed, f"the {disguise} disguise changed nothing: the test would prove nothing"
-    if disguise == "reordered":  # statements really moved, not just reprinted
-        assert any(ast.unparse(ast.parse(copy[g])) != ast.unparse(ast.parse(HONEST[ORIGINAL][g])) for g in copy)
+    # The disguise really changed the code (the statements really moved, for "reordered"): else this proves nothing.
+    reprinted = {g: ast.unparse(ast.parse(copy[g])) != ast.unparse(ast.parse(HONEST[ORIGINAL][g])) for g in copy}
+    assert all(copy[g] != HONEST[ORIGINAL][g] for g in copy) and (disguise != "reordered" or all(reprinted.values()))
     layout = write_class(tmp_path, ASSIGNMENT, {**honest_class(), "original": HONEST[ORIGINAL], "copy": copy})
     assert flagged(find_similar(layout, ASSIGNMENT)) == {frozenset(("original", "copy"))}
 
@@ -151,3 +149,18 @@ def test_unreadable_and_missing_notebooks_are_skipped(tmp_path):
     (tmp_path / "submitted" / "broken" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").write_text("{ not json")
     (tmp_path / "submitted" / "empty" / ASSIGNMENT).mkdir(parents=True)
     assert flagged(find_similar(layout, ASSIGNMENT)) == {frozenset(("a", "b"))}
+
+
+def test_an_answer_written_in_another_cell_is_compared(tmp_path):
+    """The answer cell left as the release gave it, the function written in a cell of the student's own."""
+    moved = notebook_with(ASSIGNMENT, {}, list(HONEST[ORIGINAL].values()))
+    layout = write_class(tmp_path, ASSIGNMENT, {**honest_class(), "original": HONEST[ORIGINAL], "moved": moved})
+    assert flagged(find_similar(layout, ASSIGNMENT)) == {frozenset(("original", "moved"))}
+
+
+def test_code_nested_thousands_deep_does_not_stop_the_comparison(tmp_path):
+    """A hostile answer (a sum 30,000 terms long) is read as flat tokens; the copies beside it are still found."""
+    deep = {"softmax": "def softmax(scores, dim=-1):\n    return scores" + " + scores" * 30000 + "\n"}
+    layout = write_class(tmp_path, ASSIGNMENT, {"deep": deep, "also-deep": deep, "original": HONEST[ORIGINAL],
+                                                "copy": disguised(HONEST[ORIGINAL], "all four", seed=5)})
+    assert frozenset(("original", "copy")) in flagged(find_similar(layout, ASSIGNMENT))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from attention_course.grading.layout import REPOSITORY
 
-K = 9  # tokens in a k-gram: about one short statement
+K = 5  # tokens in a k-gram: about half a short statement (measured: bench/similarity_threshold.py)
 BOOK = REPOSITORY / "book"
 
 
@@ -95,9 +95,17 @@ def _is_noise(statement: ast.stmt) -> bool:
             func = value.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
             owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
-            if name == "print" or owner in {"logging", "logger", "log", "warnings"} or name == "display":
+            if name in QUIET_CALLS or owner in {"logging", "warnings"}:
                 return True
     return False
+
+
+QUIET_CALLS = {"print", "display", "debug", "info", "warning", "warn", "error", "critical", "exception"}
+# Functions of torch that are also tensor methods: ``torch.exp(x, …)`` is read as ``x.exp(…)``.
+TENSOR_METHODS = {"abs", "amax", "amin", "argmax", "argmin", "bmm", "clamp", "clamp_min", "cumsum", "eq",
+                  "exp", "flatten", "gather", "isinf", "isnan", "log", "logsumexp", "masked_fill", "matmul", "max",
+                  "mean", "min", "neg", "norm", "permute", "reshape", "scatter", "sqrt", "squeeze", "sum", "tanh",
+                  "transpose", "unsqueeze", "where"}
 
 
 def _names(node: ast.AST) -> tuple[set[str], set[str]]:
@@ -125,6 +133,20 @@ def _names(node: ast.AST) -> tuple[set[str], set[str]]:
     return read, written
 
 
+def _inline_returned(statements: list[ast.stmt]) -> list[ast.stmt]:
+    """``x = <expression>`` then ``return x``, read as ``return <expression>``."""
+    out = []
+    for statement in statements:
+        previous = out[-1] if out else None
+        if isinstance(statement, ast.Return) and isinstance(statement.value, ast.Name) and isinstance(previous, ast.Assign) \
+                and len(previous.targets) == 1 and isinstance(previous.targets[0], ast.Name) \
+                and previous.targets[0].id == statement.value.id:
+            out[-1] = ast.Return(previous.value)
+        else:
+            out.append(statement)
+    return out
+
+
 BARRIERS = (ast.Return, ast.Raise, ast.Break, ast.Continue, ast.Global, ast.Nonlocal)
 
 
@@ -139,7 +161,7 @@ class _Canonical:
         self.aliases = bindings.aliases
 
     def block(self, statements: list[ast.stmt]) -> list[str]:
-        statements = [s for s in statements if not _is_noise(s)]
+        statements = _inline_returned([s for s in statements if not _is_noise(s)])
         rendered = [self.node(s) for s in statements]
         names = [_names(s) for s in statements]
         # s must stay after t (t earlier) when they touch a common name and one of them writes it, or when
@@ -167,6 +189,11 @@ class _Canonical:
     def node(self, node: ast.AST) -> list[str]:
         if isinstance(node, ast.Name):
             return [self.name(node.id)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+                and isinstance(node.func.value, ast.Name) and self.name(node.func.value.id) == "torch" \
+                and node.func.attr in TENSOR_METHODS and not isinstance(node.args[0], ast.Starred):
+            method = ast.Call(ast.Attribute(node.args[0], node.func.attr, ast.Load()), node.args[1:], node.keywords)
+            return self.node(method)
         if isinstance(node, ast.Attribute):
             owner = self.node(node.value)
             attribute = "V" if (isinstance(node.value, ast.Name) and node.value.id == "self"
@@ -216,15 +243,16 @@ def canonical_tokens(source: str) -> list[str]:
     name a ``V``."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+        return _Canonical(tree).block(tree.body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # (nested thousands deep: read it flat)
         return [("V" if re.match(r"[A-Za-z_]", t) else t)
                 for t in re.findall(r"[A-Za-z_][A-Za-z_0-9]*|\d+\.?\d*|\S", re.sub(r"#.*", "", source))]
-    canonical = _Canonical(tree)
-    return canonical.block(tree.body)
 
 
-def fingerprints(tokens: list[str], k: int = K) -> set[int]:
-    """The hashes of every k-gram of ``tokens`` (one hash of the whole stream if it is shorter than k)."""
+def fingerprints(tokens: list[str], k: int | None = None) -> set[int]:
+    """The hashes of every k-gram of ``tokens`` (``K`` tokens unless ``k`` says; one hash of the whole stream
+    if it is shorter)."""
+    k = k or K
     if not tokens:
         return set()
     if len(tokens) < k:
@@ -254,7 +282,7 @@ def _source_fingerprints(source: str) -> set[int]:
     found = code_fingerprints(source)
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return found
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -283,10 +311,14 @@ def pyobject_source(path: Path, name: str) -> str:
     return ast.get_source_segment(source, match) or ""
 
 
-@lru_cache(maxsize=4)
 def book_fingerprints(book: Path = BOOK) -> frozenset[int]:
     """Every code cell and code block of the book's pages (``book/**/*.md``), and the package code they
-    print with ``literalinclude``."""
+    print with ``literalinclude`` (read once a process)."""
+    return _book_fingerprints(book, K)
+
+
+@lru_cache(maxsize=4)
+def _book_fingerprints(book: Path, k: int) -> frozenset[int]:
     found: set[int] = set()
     for page in sorted(book.rglob("*.md")) if book.is_dir() else []:
         text = page.read_text(encoding="utf-8", errors="replace")

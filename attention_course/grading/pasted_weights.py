@@ -37,7 +37,7 @@ def payloads(source: str) -> list[tuple[bytes, "np.ndarray"]]:
 
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     found, waiting = [], [tree]
     while waiting:
@@ -55,7 +55,10 @@ def payloads(source: str) -> list[tuple[bytes, "np.ndarray"]]:
                 found.append((storage, np.frombuffer(storage[:len(storage) // 4 * 4], dtype=np.float32).astype(np.float64)))
             continue
         if isinstance(node, (ast.List, ast.Tuple)):
-            numbers = _numbers(node)
+            try:
+                numbers = _numbers(node)
+            except RecursionError:
+                numbers = None
             if numbers is not None:
                 if len(numbers) >= MIN_PAYLOAD_NUMBERS:
                     found.append((repr(numbers).encode(), np.array(numbers, dtype=np.float64)))
