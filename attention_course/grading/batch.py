@@ -23,7 +23,8 @@ from attention_course.grading.intake import adopt_renamed_notebook, folder_notes
 from attention_course.grading.layout import Layout, tested_ids
 from attention_course.grading.records import Recorder, StudentSummary, all_recorded_scores, expected_scores
 from attention_course.grading.regrade import Regrades
-from attention_course.grading.report import write_reports
+from attention_course.grading.class_report import gather
+from attention_course.grading.report import write_report
 
 
 def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed: bool = True,
@@ -130,7 +131,7 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
         done = [s for s in students if s in finished and (s in reused or all(
             layout.results_path(assignment, s, nb).is_file() for nb in notebooks))]
         regrades.write()
-        write_reports(layout, assignment)
+        _write_reports(layout, assignment)
         raise GradingInterrupted(len(done), len(students), recorded=True) from None
     finally:
         if remote is not None:
@@ -140,8 +141,24 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
     bar.close()
     recorder.close()
     regrades.write()
-    write_reports(layout, assignment)
+    _write_reports(layout, assignment)
     return [summaries[s] for s in students]
+
+
+def _write_reports(layout: Layout, assignment: str) -> None:
+    """The reports after a batch. The grades are recorded by now: should the class report page fail, it is
+    said (and ``attention-course report`` can write it later), never a lost batch."""
+    from attention_course.grading.report_page import write_report_page
+
+    data = gather(layout, assignment)
+    write_report(layout, assignment, data)
+    try:
+        write_report_page(layout, assignment, data)
+    except Exception as error:  # (not KeyboardInterrupt)
+        where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+        print(f"the class report could not be written ({type(error).__name__}: {error}"
+              + (f", at {Path(where.filename).name}:{where.lineno}" if where else "") + "); the grades are recorded. "
+              f"Run `attention-course report {assignment}` to try again, and please report this.", file=sys.stderr)
 
 
 def _unchanged(paths: list[Path], fingerprint: str, recorded: dict[str, float] | None, summary: StudentSummary) -> bool:
