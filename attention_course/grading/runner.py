@@ -40,7 +40,7 @@ returns, and calls the student's own function (when the call is not the expected
 that holds only that function and its arguments; what the grader measures before a call (its own
 decoding of a model, the evidence) is sent to the grader as soon as it is made. No code of the
 student's can be a signal handler (a seccomp filter refuses new handlers before the first cell), nor
-read a callee's frame through a traceback, nor run in another thread during a graded call.
+read a callee's frame through a traceback, nor another thread's frames, during a graded call.
 
 Results go back on the pipe as framed ``repr`` text of plain tuples (tensors as raw bytes), which the
 grader parses with ``ast.literal_eval``. This file imports only the standard library, NumPy, PyTorch
@@ -88,10 +88,10 @@ BLOCK_SEALED = frozenset({"os.exec", "os.posix_spawn", "os.spawn", "os.system", 
 # Audit events refused in the graded child (once it starts calling the student's code).
 # (A call's own frame and its callers' stay readable: the standard library reads them (logging, namedtuple,
 # warnings), and no frame of the runner's holds an answer while a graded call runs. A frame of a callee, through
-# an exception's traceback (tb_frame), other threads' frames, and new threads are refused.)
+# an exception's traceback (tb_frame), and other threads' frames are refused: a thread the student starts sees no
+# frame of the runner's but through them.)
 BLOCK_GRADED = frozenset({
-    "function.__new__", "code.__new__", "os.fork", "_thread.start_new_thread", "sys._current_frames",
-    "sys._current_exceptions",
+    "function.__new__", "code.__new__", "os.fork", "sys._current_frames", "sys._current_exceptions",
     "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.kill", "os.killpg", "subprocess.Popen",
     "signal.pthread_kill", "socket.__new__",
 })
