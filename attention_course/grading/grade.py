@@ -243,10 +243,12 @@ def grade_notebook(
         for report in result.cells:  # which cell each report is about, for the autograded notebook
             number = report.get("cell")
             report["source"] = prepared.cells[number] if isinstance(number, int) and 0 <= number < len(prepared.cells) else ""
-    stuck, shortcuts = [], {}
+    stuck, shortcuts, noticed = [], {}, []
     for case_id, check, case in planned:
         verdict = judge_case(check, case, outcomes.get(case_id) if prepared.readable else None)
         verdicts[check.grade_id].cases.append(verdict)
+        if verdict.flag:  # what a check says the instructor should look at (evidence not measured, ...)
+            noticed.append(verdict.flag)
         if verdict.reason.startswith("the call did not finish") and case.call not in stuck:
             stuck.append(case.call)
         if verdict.reason.startswith(FORBIDDEN_REASON):
@@ -255,6 +257,7 @@ def grade_notebook(
         result.flags.append(f"timed out in {', '.join(stuck)} (those calls were stopped)")
     if shortcuts:
         result.flags.append("forbidden shortcuts: " + "; ".join(f"{call} uses {uses}" for call, uses in shortcuts.items()))
+    result.flags.extend(noticed)
     result.flags = list(dict.fromkeys(result.flags))
     for grade_id, verdict in verdicts.items():
         result.checks[grade_id] = {"passed": verdict.passed, "points": verdict.points, "message": verdict.message()}

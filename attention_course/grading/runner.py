@@ -953,57 +953,67 @@ def _measure_afresh(user_ns: dict, spec: tuple, *, _weights=torch.nn.Module.stat
 
 def _measure_own(user_ns: dict, calls: tuple, models: dict, *, _type=type, _float=float, _int=int,
                  _tensor=torch.Tensor, _numel=torch._C.TensorBase.numel, _item=torch._C.TensorBase.item,
-                 _finite=math.isfinite, _subclass=issubclass, _tuple=tuple, _list=list, _str=str,
+                 _finite=math.isfinite, _subclass=issubclass, _tuple=tuple, _list=list, _str=str, _len=len,
                  _stop=_Timeout, _cancel=_cancel_alarm, _short=_short) -> tuple:
-    """("own", ((result name, number or None, problem), ...)): what the notebook's own measurement functions
-    give when the grader calls them on the rebuilt models (``models``, from :func:`_measure_afresh`) and the
-    shipped sentences, so that a number of ``results`` computed honestly with a buggy function can be judged
-    against what that function measures (the check bounds how far from the grader's own measurement).
+    """("own", ((result name, ((number or None, problem), ...)), ...)): what the notebook's own measurement
+    functions give when the grader calls them on the rebuilt models (``models``, from :func:`_measure_afresh`),
+    part by part, on the parts of the shipped sentences that the grader chose (seeded by the course seed), so
+    that a number of ``results`` computed honestly with a buggy function can be judged against what that
+    function measures, and a function that does not measure (that recognises the shipped sentences and gives
+    numbers typed in for them) cannot pass for one (the check compares each part with the grader's measurement
+    of the same part).
 
-    calls: ((result name, function name, model name, pairs, alignments or None), ...). Each call gets fresh
-    lists; what it returns is kept only if it is a number (a float, an int, a one-element tensor), and only
-    as a Python float. A call that raises is recorded as such; one that runs out of time ends the calls (the
-    alarm is off from then on: nothing of the student's runs after it)."""
+    calls: ((result name, function name, model name, ((pairs, alignments or None), ...)), ...). Each call gets
+    fresh lists; what it returns is kept only if it is a number (a float, an int, a one-element tensor), and
+    only as a Python float. A call that raises is recorded as such (and the function is not called on that
+    result's other parts); one that runs out of time ends the calls (the alarm is off from then on: nothing of
+    the student's runs after it)."""
     own = []
     stopped = ""
-    for result_name, function_name, model_name, pairs, alignments in calls:
-        if stopped:
-            own.append((result_name, None, stopped))
-            continue
-        try:  # (the alarm may also go off in the grader's lines here: the CPU time is the whole call's)
-            function, model = user_ns.get(function_name), models.get(model_name)
-            if function is None or model is None:
-                own.append((result_name, None, f"{function_name} is not defined" if function is None
-                            else f"{model_name} could not be measured"))
+    for result_name, function_name, model_name, parts in calls:
+        given = []
+        for pairs, alignments in parts:
+            if stopped:
+                given.append((None, stopped))
                 continue
-            arguments = [model, _list(_tuple(pair) for pair in pairs)]
-            if alignments is not None:
-                arguments.append(_list(_list(_list(positions) for positions in alignment) for alignment in alignments))
-            value = function(*arguments)
-            kind = _type(value)
-            if kind is _tensor and _numel(value) == 1:
-                value = _item(value)
+            if given and given[-1][0] is None:  # (it raised on a part: not called again for this number)
+                given.append(given[-1])
+                continue
+            try:  # (the alarm may also go off in the grader's lines here: the CPU time is the whole call's)
+                function, model = user_ns.get(function_name), models.get(model_name)
+                if function is None or model is None:
+                    given.append((None, f"{function_name} is not defined" if function is None
+                                  else f"{model_name} could not be measured"))
+                    continue
+                arguments = [model, _list(_tuple(pair) for pair in pairs)]
+                if alignments is not None:
+                    arguments.append(_list(_list(_list(positions) for positions in alignment)
+                                           for alignment in alignments))
+                value = function(*arguments)
                 kind = _type(value)
-            if kind is _int or _subclass(kind, _float):  # (not bool; a float subclass is read as a float)
-                number = _float.__float__(value) if kind is not _int else _int.__float__(value)
-                own.append((result_name, number, "") if _finite(number) else (result_name, None, "returned a "
-                                                                                   "number that is not finite"))
-            else:
-                own.append((result_name, None, f"returned {kind.__name__}, not a number"))
-        except _stop as timeout:
-            _cancel()
-            own.append((result_name, None, f"did not finish: {_short(_str(timeout))}"))
-            stopped = f"not called: {function_name} ran out of time before"
-        except BaseException as error:  # the student's code may raise anything; it is data here
-            said = "raised an exception"
-            try:  # (its text is the student's code too)
-                said = _short(f"raised {_type(error).__name__}: {error}")[:500]
-            except _stop:
+                if kind is _tensor and _numel(value) == 1:
+                    value = _item(value)
+                    kind = _type(value)
+                if kind is _int or _subclass(kind, _float):  # (not bool; a float subclass is read as a float)
+                    number = _float.__float__(value) if kind is not _int else _int.__float__(value)
+                    given.append((number, "") if _finite(number) else (None, "returned a number that is not finite"))
+                else:
+                    given.append((None, f"returned {kind.__name__}, not a number"))
+            except _stop as timeout:
                 _cancel()
-                stopped = "not called: the grader ran out of time before"
-            except BaseException:
-                pass
-            own.append((result_name, None, said))
+                given.append((None, f"did not finish: {_short(_str(timeout))}"))
+                stopped = f"not called: {function_name} ran out of time before"
+            except BaseException as error:  # the student's code may raise anything; it is data here
+                said = "raised an exception"
+                try:  # (its text is the student's code too)
+                    said = _short(f"raised {_type(error).__name__}: {error}")[:500]
+                except _stop:
+                    _cancel()
+                    stopped = "not called: the grader ran out of time before"
+                except BaseException:
+                    pass
+                given.append((None, said))
+        own.append((result_name, _tuple(given)))
     return ("own", _tuple(own))
 
 
