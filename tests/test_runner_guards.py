@@ -162,16 +162,23 @@ from attention_course.grading import runner
 runner._SIGNER = runner._make_signer(b"k" * 32)
 outcome = {}
 try:
-    runner._SIGNER(b"data")
-    outcome["called directly"] = "signed"
+    outcome["called directly"] = "refused" if runner._SIGNER(b"data") is None else "signed"
 except PermissionError:
     outcome["called directly"] = "refused"
 runner.CHANNEL_OUT = 1
 try:
     runner._send(("result", "forged"))
     outcome["through _send from here"] = "signed"
-except PermissionError:
+except PermissionError as error:
     outcome["through _send from here"] = "refused"
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_locals)
+        tb = tb.tb_next
+    outcome["the key in its traceback"] = "found" if any(b"k" * 32 in map(repr, f.values()) or
+                                                       any(v == b"k" * 32 for v in f.values() if isinstance(v, bytes))
+                                                       for f in frames) else "not found"
 print(json.dumps(outcome))
 """
 
@@ -179,7 +186,8 @@ print(json.dumps(outcome))
 def test_the_signer_signs_for_no_one_but_the_runner():
     result = run_python(SIGNER)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert json.loads(result.stdout.splitlines()[-1]) == {"called directly": "refused", "through _send from here": "refused"}
+    assert json.loads(result.stdout.splitlines()[-1]) == {"called directly": "refused", "through _send from here": "refused",
+                                                          "the key in its traceback": "not found"}
 
 
 HANDLERS = """

@@ -492,6 +492,8 @@ def _send(message: tuple) -> None:
     """A message to the grader, signed: [length][1][signature][repr of the message]."""
     data = repr(message).encode("utf-8")
     signature = _SIGNER(data)
+    if signature is None:  # (raised here, not in the signer: its traceback would hold the signer's frame, and key)
+        raise PermissionError("only the grader's runner signs its messages")
     frame = (len(data) + 1 + SIGNATURE_BYTES).to_bytes(4, "big") + b"\x01" + signature + data
     while frame:
         written = os.write(CHANNEL_OUT, frame)
@@ -500,7 +502,8 @@ def _send(message: tuple) -> None:
 
 def _make_signer(key: bytes):
     """The one function that can sign for the runner. The key is one of its defaults, which no code can read
-    (the audit hook refuses it, and the garbage collector's lists). It signs only when called by _send from
+    (the audit hook refuses it, and the garbage collector's lists); it refuses by returning None, not by raising
+    (the traceback of an exception raised here would hold its frame, key included). It signs only when called by _send from
     grade_in_child (or main, or run_case called by grade_in_child) in the graded child, with main past the
     student's cells: code in a cell, a process a cell started, or a graded call cannot have it sign, whatever it
     calls."""
@@ -520,7 +523,7 @@ def _make_signer(key: bytes):
         except (AttributeError, ValueError):
             allowed = False
         if not allowed:
-            raise _error("only the grader's runner signs its messages")
+            return None  # (not an exception: its traceback would hold this frame, with the key in it)
         previous = _mask(_block, _signals)  # no handler of the student's may run while the key is in a frame
         try:
             return _hash(data, key=_key, digest_size=_size).digest()
