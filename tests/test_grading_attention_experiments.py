@@ -17,9 +17,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from nbgrader.api import Gradebook
 
-from attention_course.grading.checks.attention_experiments import TOLERANCE, WIDE
+from attention_course.grading.checks.attention_experiments import PART, TOLERANCE, WIDE
 from attention_course.grading.course import Course, CourseError
 from attention_course.grading.exercise_data import EXPERIMENTS_CORPUS_FILE, experiments_corpus_text
 from attention_course.grading.grade import NotebookResult
@@ -78,6 +79,9 @@ TYPED_EXACT_MATCH = (
 )
 
 
+NOT_MEASURED = "results was not measured from this notebook's own models"
+
+
 def answers(**changes: str) -> dict[str, str]:
     return {**CORRECT, **changes}
 
@@ -100,20 +104,20 @@ SAMPLES = {
         answers(train=UNTRAINED, exact_match=TYPED_EXACT_MATCH,
                 attention_agreement="def attention_agreement(model, pairs, alignments):\n    return 0.67",
                 experiments=MEASURE),
-        {**FULL, "test-trained": 0, "test-evidence": 0, "test-exact-match": 0, "test-agreement": 0}, []),
+        {**FULL, "test-trained": 0, "test-evidence": 0, "test-exact-match": 0, "test-agreement": 0}, [NOT_MEASURED]),
     # Attack: the numbers are measured on another model than the notebook's attention_model (a twin trained a
     # little, while attention_model stays untrained).
     "numbers-of-another-model": (
         answers(train=UNTRAINED + "\ntorch.manual_seed(1)\ntwin = build_model(True)\ntrain(twin, max_steps=120, stop_at=None)",
                 experiments=MEASURE.replace("(('attention', attention_model)", "(('attention', twin)").replace(
                     "attention_agreement(attention_model", "attention_agreement(twin")),
-        {**FULL, "test-trained": 0, "test-evidence": 0}, []),
+        {**FULL, "test-trained": 0, "test-evidence": 0}, [NOT_MEASURED]),
     # Attack: the numbers are measured on the trained model, which is then replaced by an untrained one.
     "model-replaced-after-measuring": (
         answers(train=UNTRAINED.replace("attention_model = build_model(True)",
                                         "attention_model = build_model(True)\ntrain(attention_model, max_steps=120, stop_at=None)"),
                 experiments=MEASURE + "\nattention_model = build_model(True)"),
-        {**FULL, "test-trained": 0, "test-evidence": 0}, []),
+        {**FULL, "test-trained": 0, "test-evidence": 0}, [NOT_MEASURED]),
     # A bug of exact_match that its visible tests miss (word order ignored), with the numbers honestly measured
     # with it: on plain_model (trained as the notebook says; attention_model is left untrained, to save the time)
     # it reports plain_in_range about 0.08 above the grader's measurement. The bug costs exact_match's points
@@ -124,6 +128,33 @@ SAMPLES = {
             "    got = translate(model, [e for e, _ in pairs])\n"
             "    return sum(sorted(g.split()) == sorted(c.split()) for g, (_, c) in zip(got, pairs)) / len(pairs)")),
         {**FULL, "test-trained": 0, "test-exact-match": 0}, []),
+    # Attack: a number guessed 0.06 from what plain_model gives (within WIDE), which exact_match gives back when it
+    # is called on the shipped test_pairs (and measures honestly on anything else): the grader calls it on parts of
+    # the shipped sentences only, where it measures; the guess is neither its number nor the grader's.
+    "guess-for-the-shipped-set": (
+        answers(train=PLAIN_ONLY, exact_match=(
+            "def exact_match(model, pairs):\n"
+            "    got = translate(model, [e for e, _ in pairs])\n"
+            "    share = sum(g == c for g, (_, c) in zip(got, pairs)) / len(pairs)\n"
+            "    if list(pairs) == list(test_pairs) and type(model.decoder).__name__ == 'PlainDecoder':\n"
+            "        return share + 0.06  # the guess\n"
+            "    return share")),
+        {**FULL, "test-trained": 0, "test-evidence": 0}, [NOT_MEASURED]),
+    # Attack: the same guess, given back for any part of the shipped test_pairs: on the grader's parts it does not
+    # follow what the model translates (a part's share ranges from about 0 to 1), so it is not a measurement.
+    "guess-for-any-part": (
+        answers(train=PLAIN_ONLY + "\n_test = set(test_pairs)\n_guess = None", exact_match=(
+            "def exact_match(model, pairs):\n"
+            "    global _guess\n"
+            "    got = translate(model, [e for e, _ in pairs])\n"
+            "    share = sum(g == c for g, (_, c) in zip(got, pairs)) / len(pairs)\n"
+            "    plain = type(model.decoder).__name__ == 'PlainDecoder'\n"
+            "    if plain and len(pairs) == len(test_pairs) and set(pairs) == _test and _guess is None:\n"
+            "        _guess = share + 0.06\n"
+            "    if plain and _guess is not None and set(pairs) <= _test:\n"
+            "        return _guess\n"
+            "    return share")),
+        {**FULL, "test-trained": 0, "test-evidence": 0}, []),
 }
 
 
@@ -170,6 +201,29 @@ def test_a_reported_number_passes_if_the_grader_or_the_students_function_measure
     assert "could not be called on it to compare (raised KeyError: (True, 60))" in failed
 
 
+def test_a_function_that_does_not_measure_is_not_taken_for_a_buggy_one_part_by_part():
+    """Rule 2, part by part: the grader calls the student's function on parts of the shipped pairs and compares each
+    with its own measurement of the same part. A bug that only ever counts too many right passes (it is off by the
+    same on average as on the whole set); a number given back for every part, 0.06 from the truth, does not."""
+    from attention_course.grading.checks.attention_experiments import _number_problem, _own_by_parts, _parts
+
+    g = torch.Generator().manual_seed(7)
+    right = [i % 5 < 2 for i in range(150)]  # the grader's measurement: 0.4 of the test pairs right
+    numbers = {"plain_model": {"test pairs": right}}
+    parts = _parts(g, 150)
+    truth = sum(right) / 150
+    # A bug that also counts 13 of the wrong translations right (word order ignored): 0.087 too many.
+    lenient = set([i for i in range(150) if not right[i]][:13])
+    buggy = tuple((sum(right[i] or i in lenient for i in part) / len(part), "") for part in parts)
+    own, problem, off = _own_by_parts("plain_in_range", buggy, numbers, parts)
+    assert abs(own - (truth + 13 / 150)) < 1e-9 and abs(off - 13 / 150) < 1e-9
+    assert _number_problem("plain_in_range", own, truth, own, problem, off) == ""
+    guess = tuple((truth + 0.06, "") for _ in parts)
+    own, problem, off = _own_by_parts("plain_in_range", guess, numbers, parts)
+    assert off > WIDE
+    assert "on the parts of" in _number_problem("plain_in_range", own, truth, own, problem, off)
+
+
 # ---------------------------------------------------------------------------------------------
 # End to end.
 
@@ -205,8 +259,11 @@ def test_numbers_that_the_models_do_not_give_are_named_with_the_measured_ones(gr
     typed = _result(course, "typed-numbers").checks["test-evidence"]["message"]
     assert "attention_in_range is 0.99, but your attention_model measures 0" in typed
     assert f"within {TOLERANCE:g}" in typed
-    # Its exact_match gives the typed numbers back when the grader calls it: named, and too far to be a bug.
-    assert "it is what your exact_match gives on it (0.99), but that is more than " f"{WIDE:g} from" in typed
+    # Its exact_match gives typed numbers for the shipped sets only (by their size): on the grader's parts of them
+    # it cannot give anything, and says so.
+    assert "your exact_match could not be called on it to compare (raised KeyError" in typed
+    guessed = _result(course, "guess-for-any-part").checks["test-evidence"]["message"]
+    assert "plain_in_range" in guessed and f"on the parts of {PART} sentences" in guessed
     other = _result(course, "numbers-of-another-model").checks["test-evidence"]["message"]
     replaced = _result(course, "model-replaced-after-measuring").checks["test-evidence"]["message"]
     for message in (other, replaced):

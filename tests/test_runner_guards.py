@@ -25,6 +25,13 @@ stand_in = guard(lambda *args, _answer="the answer", **kwargs: None)
 def plain(x, y=2, *, z=3):
     return x
 
+
+def _traceback():
+    try:
+        plain()
+    except TypeError as error:
+        return error.__traceback__
+
 runner_pid = os.getpid() + (1 if GRADED else 0)  # in a graded call, the process is not the runner's own
 hook = runner._make_hook(runner_pid, False, set(), (runner._restore_with,), guarded_ids)
 sys.addaudithook(hook)
@@ -41,6 +48,8 @@ attempts = {
     "read another function's defaults": lambda: plain.__defaults__,
     "replace another function's defaults": lambda: setattr(plain, "__defaults__", (5,)),
     "read a frame": lambda: sys._getframe(0).f_back,
+    "read a callee's frame through a traceback": lambda: _traceback().tb_frame,
+    "read other threads' frames": lambda: sys._current_frames(),
 }
 outcome = {}
 for name, attempt in attempts.items():
@@ -80,7 +89,8 @@ def _refused(graded: bool) -> set[str]:
 
 
 def test_the_hook_in_a_graded_call():
-    assert _refused(graded=True) == REFUSED_EVERYWHERE | {"fork"}
+    assert _refused(graded=True) == REFUSED_EVERYWHERE | {"fork", "read a callee's frame through a traceback",
+                                                         "read other threads' frames"}
 
 
 def test_the_hook_in_the_cells():
@@ -152,16 +162,23 @@ from attention_course.grading import runner
 runner._SIGNER = runner._make_signer(b"k" * 32)
 outcome = {}
 try:
-    runner._SIGNER(b"data")
-    outcome["called directly"] = "signed"
+    outcome["called directly"] = "refused" if runner._SIGNER(b"data") is None else "signed"
 except PermissionError:
     outcome["called directly"] = "refused"
 runner.CHANNEL_OUT = 1
 try:
     runner._send(("result", "forged"))
     outcome["through _send from here"] = "signed"
-except PermissionError:
+except PermissionError as error:
     outcome["through _send from here"] = "refused"
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_locals)
+        tb = tb.tb_next
+    outcome["the key in its traceback"] = "found" if any(b"k" * 32 in map(repr, f.values()) or
+                                                       any(v == b"k" * 32 for v in f.values() if isinstance(v, bytes))
+                                                       for f in frames) else "not found"
 print(json.dumps(outcome))
 """
 
@@ -169,4 +186,47 @@ print(json.dumps(outcome))
 def test_the_signer_signs_for_no_one_but_the_runner():
     result = run_python(SIGNER)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert json.loads(result.stdout.splitlines()[-1]) == {"called directly": "refused", "through _send from here": "refused"}
+    assert json.loads(result.stdout.splitlines()[-1]) == {"called directly": "refused", "through _send from here": "refused",
+                                                          "the key in its traceback": "not found"}
+
+
+HANDLERS = """
+import json, signal
+from attention_course.grading import runner
+
+outcome = {}
+signal.signal(signal.SIGALRM, runner._on_wall)  # the runner's own, before the filter
+outcome["filter"] = "installed" if runner.deny_signal_handlers() else "unknown architecture"
+try:
+    signal.signal(signal.SIGUSR1, lambda signum, frame: None)
+    outcome["set a handler"] = "allowed"
+except OSError:
+    outcome["set a handler"] = "refused"
+try:
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    outcome["replace the runner's"] = "allowed"
+except OSError:
+    outcome["replace the runner's"] = "refused"
+outcome["read a handler"] = "allowed" if signal.getsignal(signal.SIGALRM) is runner._on_wall else "wrong"
+runner._ALARM[1] = 1e9  # (so that the idle check finds no progress and raises)
+signal.setitimer(signal.ITIMER_REAL, 0.01)
+try:
+    for _ in range(10 ** 8):
+        pass
+    outcome["the runner's alarm"] = "did not go off"
+except BaseException as error:
+    outcome["the runner's alarm"] = type(error).__name__
+print(json.dumps(outcome))
+"""
+
+
+def test_no_code_of_the_students_can_be_a_signal_handler():
+    """After the runner's filter (installed before the first cell), no handler can be set or replaced (a handler is
+    called with the frame it interrupts, the grader's included); the runner's own handlers still work."""
+    result = run_python(HANDLERS)
+    assert result.returncode == 0, result.stderr[-2000:]
+    outcome = json.loads(result.stdout.splitlines()[-1])
+    if outcome["filter"] != "installed":
+        return
+    assert outcome == {"filter": "installed", "set a handler": "refused", "replace the runner's": "refused",
+                       "read a handler": "allowed", "the runner's alarm": "_Timeout"}

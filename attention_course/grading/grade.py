@@ -102,7 +102,8 @@ def data_files(release_folder: Path) -> list[Path]:
 
 class Conversation:
     """The grader's side of one run's protocol: the runner says it is ready, then asks for the cases one at a
-    time, sending each one's result before it may ask for the next; then it says it is done."""
+    time, sending each one's result (after what the grader measures before the call, for a case that has it)
+    before it may ask for the next; then it says it is done."""
 
     def __init__(self, phase: str, cases: list[tuple[str, Case]]):
         self.phase = phase
@@ -111,6 +112,7 @@ class Conversation:
         self.sent = 0  # cases sent so far
         self.ready = self.done = False
         self.results: dict[str, Outcome] = {}
+        self.before: dict[str, tuple] = {}  # case id -> what the runner measured before the call
         self.notes: list[str] = []
         self.problem = ""  # why the results of this run cannot be trusted
         self.runner_error = ""
@@ -139,14 +141,23 @@ class Conversation:
             case_id, case = self.cases[self.sent]
             self.sent += 1
             return encode_case(case_id, case)
+        if kind == "extra":  # what the runner measured before the call (sent then, so that no frame holds it)
+            expected = self.cases[self.sent - 1][0] if self.sent else None
+            if (len(message) != 3 or message[1] != expected or expected in self.results or expected in self.before
+                    or not isinstance(message[2], tuple)):
+                return self._stop("a measurement for a call the grader did not ask for")
+            self.before[expected] = message[2]
+            return None
         if kind == "result":
             expected = self.cases[self.sent - 1][0] if self.sent else None
             if len(message) != 8 or message[1] != expected or expected in self.results:
                 return self._stop("a result for a call the grader did not ask for")
             try:
-                self.results[expected] = Outcome.from_message(message)
+                outcome = Outcome.from_message(message)
             except (TypeError, ValueError):
                 return self._stop("a result the grader could not read")
+            outcome.extra = (*self.before.pop(expected, ()), *outcome.extra)
+            self.results[expected] = outcome
             return None
         if kind == "done" and self.ready and len(self.results) == len(self.cases):
             self.done = True
@@ -162,6 +173,7 @@ class Conversation:
     def _stop(self, problem: str):
         self.problem = problem
         self.results.clear()  # none of this run's results can be trusted any more
+        self.before.clear()
         raise sandbox.Channel.Stop(problem)
 
 
@@ -232,10 +244,12 @@ def grade_notebook(
         for report in result.cells:  # which cell each report is about, for the autograded notebook
             number = report.get("cell")
             report["source"] = prepared.cells[number] if isinstance(number, int) and 0 <= number < len(prepared.cells) else ""
-    stuck, shortcuts = [], {}
+    stuck, shortcuts, noticed = [], {}, []
     for case_id, check, case in planned:
         verdict = judge_case(check, case, outcomes.get(case_id) if prepared.readable else None)
         verdicts[check.grade_id].cases.append(verdict)
+        if verdict.flag:  # what a check says the instructor should look at (evidence not measured, ...)
+            noticed.append(verdict.flag)
         if verdict.reason.startswith("the call did not finish") and case.call not in stuck:
             stuck.append(case.call)
         if verdict.reason.startswith(FORBIDDEN_REASON):
@@ -244,6 +258,7 @@ def grade_notebook(
         result.flags.append(f"timed out in {', '.join(stuck)} (those calls were stopped)")
     if shortcuts:
         result.flags.append("forbidden shortcuts: " + "; ".join(f"{call} uses {uses}" for call, uses in shortcuts.items()))
+    result.flags.extend(noticed)
     result.flags = list(dict.fromkeys(result.flags))
     for grade_id, verdict in verdicts.items():
         result.checks[grade_id] = {"passed": verdict.passed, "points": verdict.points, "message": verdict.message()}

@@ -32,6 +32,16 @@ Where a check judges a function on its own, a stand-in answers the call of the s
 function with the correct values, but only when asked with exactly the expected arguments; its data
 lives in keyword defaults, which graded calls can neither read nor replace.
 
+No answer is ever within the student's reach: no code of the student's runs from a frame, or with a
+frame among its callers, that holds one, and no object the student's code is given holds one. A case
+is read, and its stand-ins' answers sealed in guarded deciders, while every signal is blocked and
+nothing of the student's runs; a stand-in decides in a frame that calls nothing of the student's and
+returns, and calls the student's own function (when the call is not the expected one) from a frame
+that holds only that function and its arguments; what the grader measures before a call (its own
+decoding of a model, the evidence) is sent to the grader as soon as it is made. No code of the
+student's can be a signal handler (a seccomp filter refuses new handlers before the first cell), nor
+read a callee's frame through a traceback, nor another thread's frames, during a graded call.
+
 Results go back on the pipe as framed ``repr`` text of plain tuples (tensors as raw bytes), which the
 grader parses with ``ast.literal_eval``. This file imports only the standard library, NumPy, PyTorch
 and IPython: the course package, with its reference implementations, is not in the sandbox.
@@ -76,10 +86,12 @@ BLOCK_ALWAYS = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook", 
 # ... and in a sealed run: a new program would be an unsealed interpreter.
 BLOCK_SEALED = frozenset({"os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "os.forkpty"})
 # Audit events refused in the graded child (once it starts calling the student's code).
-# (Frames are not among them: the standard library reads them (logging, namedtuple, warnings), and no
-# frame of the runner holds a case's answer while a graded call runs.)
+# (A call's own frame and its callers' stay readable: the standard library reads them (logging, namedtuple,
+# warnings), and no frame of the runner's holds an answer while a graded call runs. A frame of a callee, through
+# an exception's traceback (tb_frame), and other threads' frames are refused: a thread the student starts sees no
+# frame of the runner's but through them.)
 BLOCK_GRADED = frozenset({
-    "function.__new__", "code.__new__", "os.fork",
+    "function.__new__", "code.__new__", "os.fork", "sys._current_frames", "sys._current_exceptions",
     "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.kill", "os.killpg", "subprocess.Popen",
     "signal.pthread_kill", "socket.__new__",
 })
@@ -123,7 +135,8 @@ def _make_hook(runner_pid: int, sealed: bool, noted: set, protected: tuple, guar
                         guarded = True
                 refused = guarded or (name == "__code__" and event != "object.__getattr__")
         if not refused and in_graded_call:
-            refused = event in _graded or event.startswith("ctypes.")
+            refused = (event in _graded or event.startswith("ctypes.")
+                       or (event == "object.__getattr__" and _len(args) > 1 and args[1] == "tb_frame"))
         if not in_graded_call and event in _notes and event not in _noted:
             _noted.add(event)
             message = _repr(("note", _notes[event])).encode()
@@ -183,26 +196,35 @@ def _short(text: str) -> str:
 IDLE_S = 15.0  # wall seconds without CPU progress after which a cell or a call is stopped (it waits or sleeps)
 
 
-def _alarm(seconds: float) -> None:
+_ALARM = [0.0, 0.0]  # the CPU seconds of the alarm that is set; the CPU time the idle check last saw
+
+
+def _on_cpu(signum, frame, _state=_ALARM, _error=_Timeout):
+    raise _error(f"used more than {_state[0]:g} s of CPU time")
+
+
+def _on_wall(signum, frame, _state=_ALARM, _clock=time.process_time, _error=_Timeout):
+    now = _clock()
+    if now - _state[1] < 0.05:
+        raise _error(f"made no progress for {IDLE_S:g} s (it waits or sleeps)")
+    _state[1] = now
+
+
+def _alarm(seconds: float, *, _state=_ALARM, _clock=time.process_time, _get=signal.getsignal, _signal=signal.signal,
+           _set=signal.setitimer, _cpu=signal.ITIMER_PROF, _wall=signal.ITIMER_REAL, _prof=signal.SIGPROF,
+           _alrm=signal.SIGALRM, _on_cpu=_on_cpu, _on_wall=_on_wall) -> None:
     """Interrupt after ``seconds`` of CPU time (not wall time: a busy machine must not fail an honest cell),
     or when IDLE_S seconds of wall time pass without any CPU progress: a call that waits on a pipe or sleeps
-    makes none, however busy the machine, and one that computes always makes some."""
-
-    def on_cpu(signum, frame):
-        raise _Timeout(f"used more than {seconds:g} s of CPU time")
-
-    progress = [time.process_time()]
-
-    def on_wall(signum, frame):
-        now = time.process_time()
-        if now - progress[0] < 0.05:
-            raise _Timeout(f"made no progress for {IDLE_S:g} s (it waits or sleeps)")
-        progress[0] = now
-
-    signal.signal(signal.SIGPROF, on_cpu)
-    signal.signal(signal.SIGALRM, on_wall)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
-    signal.setitimer(signal.ITIMER_REAL, IDLE_S, IDLE_S)
+    makes none, however busy the machine, and one that computes always makes some. The two handlers are the
+    runner's own, installed once (in the runner, before the first cell: from then on no handler can be set,
+    see :func:`deny_signal_handlers`)."""
+    _state[0], _state[1] = seconds, _clock()
+    if _get(_prof) is not _on_cpu:
+        _signal(_prof, _on_cpu)
+    if _get(_alrm) is not _on_wall:
+        _signal(_alrm, _on_wall)
+    _set(_cpu, seconds)
+    _set(_wall, IDLE_S, IDLE_S)
 
 
 def _cancel_alarm(_set=signal.setitimer, _cpu=signal.ITIMER_PROF, _wall=signal.ITIMER_REAL) -> None:
@@ -470,6 +492,8 @@ def _send(message: tuple) -> None:
     """A message to the grader, signed: [length][1][signature][repr of the message]."""
     data = repr(message).encode("utf-8")
     signature = _SIGNER(data)
+    if signature is None:  # (raised here, not in the signer: its traceback would hold the signer's frame, and key)
+        raise PermissionError("only the grader's runner signs its messages")
     frame = (len(data) + 1 + SIGNATURE_BYTES).to_bytes(4, "big") + b"\x01" + signature + data
     while frame:
         written = os.write(CHANNEL_OUT, frame)
@@ -478,24 +502,28 @@ def _send(message: tuple) -> None:
 
 def _make_signer(key: bytes):
     """The one function that can sign for the runner. The key is one of its defaults, which no code can read
-    (the audit hook refuses it, and the garbage collector's lists). It signs only when called by _send from
-    grade_in_child (or main) in the graded child, with main past the student's cells: code in a cell, a
-    process a cell started, or a graded call cannot have it sign, whatever it calls."""
+    (the audit hook refuses it, and the garbage collector's lists); it refuses by returning None, not by raising
+    (the traceback of an exception raised here would hold its frame, key included). It signs only when called by _send from
+    grade_in_child (or main, or run_case called by grade_in_child) in the graded child, with main past the
+    student's cells: code in a cell, a process a cell started, or a graded call cannot have it sign, whatever it
+    calls."""
 
     def sign(data: bytes, _key=key, _hash=hashlib.blake2b, _frame=sys._getframe, _send_code=_send.__code__,
-             _child_code=grade_in_child.__code__, _main_code=main.__code__, _mask=signal.pthread_sigmask,
-             _block=signal.SIG_BLOCK, _restore_mask=signal.SIG_SETMASK, _signals=signal.valid_signals(),
-             _error=PermissionError, _type=type, _bytes=bytes, _size=SIGNATURE_BYTES):
+             _child_code=grade_in_child.__code__, _main_code=main.__code__, _case_code=run_case.__code__,
+             _mask=signal.pthread_sigmask, _block=signal.SIG_BLOCK, _restore_mask=signal.SIG_SETMASK,
+             _signals=signal.valid_signals(), _error=PermissionError, _type=type, _bytes=bytes, _size=SIGNATURE_BYTES):
         try:
             caller = _frame(1)
             sender = caller.f_back
+            if sender.f_code is _case_code:  # run_case, called by grade_in_child: what it measured before a call
+                sender = sender.f_back if sender.f_back.f_code is _child_code else None
             top = sender.f_back if sender.f_code is _child_code else sender
             allowed = (caller.f_code is _send_code and (sender.f_code is _child_code or sender.f_code is _main_code)
                        and top.f_code is _main_code and top.f_locals.get("graded") is True and _type(data) is _bytes)
         except (AttributeError, ValueError):
             allowed = False
         if not allowed:
-            raise _error("only the grader's runner signs its messages")
+            return None  # (not an exception: its traceback would hold this frame, with the key in it)
         previous = _mask(_block, _signals)  # no handler of the student's may run while the key is in a frame
         try:
             return _hash(data, key=_key, digest_size=_size).digest()
@@ -621,43 +649,136 @@ def _linearised(outputs: list, derivatives: tuple, bound: dict, *, _type=type, _
     return outputs
 
 
-def _stand_in_function(yours, params: tuple, defaults: dict, matchers: tuple, answer, label: str,
-                       derivatives: tuple = ()):
-    """A function that returns ``answer`` when called with arguments that the matchers accept, and
-    calls ``yours`` otherwise. Its data are keyword defaults: not readable by a graded call. With
-    ``derivatives``, the answer carries the correct gradient (see :func:`_linearised`)."""
+_NO_ANSWER = object()  # what a stand-in's decider gives back when the call is not the expected one
+_MISSING = object()
 
-    def stand_in(*args, _yours=yours, _params=params, _defaults=defaults, _matchers=matchers, _answer=answer,
-                 _label=label, _matches=_matches, _clone=torch._C.TensorBase.clone, _type=type, _tuple=tuple,
-                 _len=len, _dict=dict, _zip=zip, _all=all, _error=NameError, _derivatives=derivatives,
-                 _linearised=_linearised, **kwargs):
-        bound = _dict(_defaults)
-        ok = _len(args) <= _len(_params)
-        for name, value in _zip(_params, args):
-            bound[name] = value
-        for name, value in kwargs.items():
-            if name not in _params or name in bound and name not in _defaults:
-                ok = False
-            bound[name] = value
-        first = args[0] if args else None
-        if ok and _len(bound) == _len(_params) and _all(
-                _matches(m, bound.get(p), first) for p, m in _zip(_params, _matchers)):
-            if _derivatives:
-                outputs = _linearised([_clone(t) for t in _answer] if _type(_answer) is _tuple else [_clone(_answer)],
-                                      _derivatives, bound)
-                return _tuple(outputs) if _type(_answer) is _tuple else outputs[0]
-            if _type(_answer) is _tuple:
-                return _tuple(_clone(t) for t in _answer)
-            return _clone(_answer)
+
+def _decode_item(value, *, _frombuffer=np.frombuffer, _dtype=np.dtype, _reshape=np.ndarray.reshape,
+                 _copy=np.ndarray.copy, _from_numpy=torch.from_numpy, _type=type, _tuple=tuple, _len=len):
+    """One tensor or plain value of a stand-in's data, with functions bound when the runner was loaded."""
+    if _type(value) is _tuple and _len(value) == 4 and value[0] == "tensor":
+        return _from_numpy(_copy(_reshape(_frombuffer(value[3], dtype=_dtype(value[1])), value[2])))
+    if _type(value) is _tuple and _len(value) == 2 and value[0] == "value":
+        return value[1]
+    return value
+
+
+def _decode_sealed(value, *, _item=_decode_item, _type=type, _tuple=tuple, _len=len):
+    """A stand-in's data (its answer, its matchers' tensors, its Jacobians) from the case: a tensor, a value, or
+    a tuple or list of them. This runs while the case, with every answer in it, is in the runner's frames: only
+    functions bound when the runner was loaded, none of the student's (nor anything the student could patch)."""
+    if _type(value) is _tuple and _len(value) == 2 and (value[0] == "tuple" or value[0] == "list"):
+        items = []
+        for item in value[1]:
+            items.append(_item(item))
+        return _tuple(items) if value[0] == "tuple" else items
+    return _item(value)
+
+
+def _decider(params: tuple, defaults: dict, matchers: tuple, answer, derivatives: tuple = (), *,
+             _matches=_matches, _linearised=_linearised, _clone=torch._C.TensorBase.clone, _type=type,
+             _tuple=tuple, _len=len, _dict=dict, _zip=zip, _no=_NO_ANSWER, _base=BaseException,
+             _no_function=torch._C.DisableTorchFunction, _no_dispatch=torch._C._DisableTorchDispatch):
+    """decide(args, kwargs): the correct answer when the matchers accept the call's arguments, else _NO_ANSWER.
+
+    It holds the answer and calls nothing of the student's, whoever calls it: torch function and dispatch modes
+    are off inside (a mode of the student's would be called from this frame, with the expected arguments or the
+    answer as its arguments), only exact tensors and numbers are looked at, and it raises nothing (an exception's
+    traceback would hold this frame; one raised before the try, at its first instruction, is refused to a graded
+    call by the audit hook, which does not let it read tb_frame). Everything it holds and uses is one keyword
+    default, a tuple, which no graded call can read once it is guarded: a caller can replace it, but only whole,
+    answer included (a default of its own, matchers that accept anything, would otherwise give the answer for
+    any call). With ``derivatives``, the answer carries the correct gradient (see :func:`_linearised`)."""
+
+    def decide(args, kwargs, *, _held=(params, defaults, matchers, answer, derivatives, _matches, _linearised,
+                                       _clone, _type, _tuple, _len, _dict, _zip, _no, _base, _no_function,
+                                       _no_dispatch)):
+        (params, defaults, matchers, answer, derivatives, matches, linearised, clone, type_, tuple_, len_, dict_,
+         zip_, no, base, no_function, no_dispatch) = _held
+        try:
+            with no_function(), no_dispatch():
+                if type_(args) is not tuple_ or type_(kwargs) is not dict_ or len_(args) > len_(params):
+                    return no
+                bound = dict_(defaults)
+                for name, value in zip_(params, args):
+                    bound[name] = value
+                for name, value in kwargs.items():  # (an exact dict, whose keys the stand-in checked are exact str)
+                    if name not in params or name in bound and name not in defaults:
+                        return no
+                    bound[name] = value
+                if len_(bound) != len_(params):
+                    return no
+                first = args[0] if args else None
+                for param, matcher in zip_(params, matchers):
+                    if not matches(matcher, bound.get(param), first):
+                        return no
+                if derivatives:
+                    outputs = linearised([clone(t) for t in answer] if type_(answer) is tuple_ else [clone(answer)],
+                                         derivatives, bound)
+                    return tuple_(outputs) if type_(answer) is tuple_ else outputs[0]
+                if type_(answer) is tuple_:
+                    return tuple_([clone(t) for t in answer])
+                return clone(answer)
+        except base:
+            return no
+
+    return decide
+
+
+def _quietly(decide, args, kwargs, *, _mask=signal.pthread_sigmask, _block=signal.SIG_BLOCK,
+             _setmask=signal.SIG_SETMASK, _unblock=signal.SIG_UNBLOCK, _signals=signal.valid_signals(),
+             _alarms=(signal.SIGPROF, signal.SIGALRM)):
+    """decide(args, kwargs) with every signal blocked: the runner's alarm, if it goes off meanwhile, raises its
+    timeout when the decider has returned (in this frame, which holds no answer) rather than inside it, where it
+    would be taken for a call that does not match. (No code of the student's can be a signal handler: see
+    :func:`deny_signal_handlers`.)"""
+    previous = None
+    try:
+        previous = _mask(_block, _signals)
+        return decide(args, kwargs)
+    finally:
+        if previous is None:  # (a pending handler raised in _mask, after the mask was set: its timeout)
+            _mask(_unblock, _alarms)
+        else:
+            _mask(_setmask, previous)
+
+
+def _stand_in_calling(yours, decide, label: str, guard, *, _quiet=_quietly, _no=_NO_ANSWER, _type=type,
+                      _str=str, _error=NameError):
+    """The stand-in proper: ``decide`` answers the expected call; any other call goes to ``yours`` (the student's
+    own function, or an earlier stand-in of the same name). The student's function is called from this frame,
+    which holds nothing but it, the decider (guarded: it gives an answer only for the expected arguments, as
+    this function does), the label and the call's own arguments: no answer, no matcher."""
+
+    def stand_in(*args, _yours=yours, _decide=decide, _label=label, _quiet=_quiet, _no=_no, _type=_type,
+                 _str=_str, _error=_error, **kwargs):
+        for key in kwargs:
+            if _type(key) is not _str:  # (a str subclass could run code of the student's inside the decider)
+                break
+        else:
+            given = _quiet(_decide, args, kwargs)
+            if given is not _no:
+                return given
+            del given
         if _yours is None:
             raise _error(f"name '{_label}' is not defined")
         return _yours(*args, **kwargs)
 
-    return _GUARD(stand_in)
+    return guard(stand_in)
+
+
+def _stand_in_function(yours, params: tuple, defaults: dict, matchers: tuple, answer, label: str,
+                       derivatives: tuple = (), guard=None):
+    """A function that returns ``answer`` when called with arguments that the matchers accept, and calls
+    ``yours`` otherwise (see :func:`_decider` and :func:`_stand_in_calling`)."""
+    guard = guard or _GUARD
+    return _stand_in_calling(yours, guard(_decider(params, dict(defaults), matchers, answer, derivatives)), label,
+                             guard)
 
 
 class _StandInModule(torch.nn.Module):
-    """Takes the place of a submodule (a decoder's ``attention``): the stand-in function above, as a module."""
+    """Takes the place of a submodule (a decoder's ``attention``): the stand-in function above, as a module. It
+    holds the stand-in (guarded) and the student's own module, never an answer."""
 
     def __init__(self, original, function):
         super().__init__()
@@ -671,18 +792,22 @@ class _StandInModule(torch.nn.Module):
         return self.__dict__["answer_call"](*args, _yours=self.original, **kwargs)
 
 
-def _build_stand_in(spec: tuple, user_ns: dict, earlier=None):
-    """The stand-in function of a spec (for an attribute, its fallback is given at each call: see _StandInModule).
-
-    ``earlier``: a stand-in already built for the same global name in this case (a function the graded call
-    uses twice, on different arguments: rope on the queries, then on the keys). This one defers to it, and it
-    to the student's own: each expected call gets its answer, any other call the student's function."""
+def _sealed_stand_in(spec: tuple, guard, *, _decode=_decode_sealed, _decider=_decider, _dict=dict, _tuple=tuple,
+                     _len=len) -> tuple:
+    """(kind, name, decide) of a stand-in's spec: the part that holds its answer, guarded. Built while the case
+    is in the runner's frames, so it touches nothing of the student's (not even the notebook's namespace: the
+    student's function is looked up afterwards, see :func:`_stand_in_calling`)."""
     kind, name, params, defaults, matchers, answer, *more = spec
-    matchers = tuple((m[0], _decode(m[1], user_ns), *m[2:]) if m[0] in ("equal", "close") else m for m in matchers)
-    answer = _decode(answer, user_ns)
-    derivatives = tuple((position, param, _decode(jacobian, user_ns)) for position, param, jacobian in (more or [()])[0])
-    yours = (user_ns.get(name) if earlier is None else earlier) if kind == "global" else None
-    return _stand_in_function(yours, params, dict(defaults), matchers, answer, name, derivatives)
+    decoded = []
+    for matcher in matchers:
+        if matcher[0] == "equal" or matcher[0] == "close":
+            decoded.append((matcher[0], _decode(matcher[1]), *matcher[2:]))
+        else:
+            decoded.append(matcher)
+    derivatives = []
+    for position, param, jacobian in (more[0] if _len(more) > 0 else ()):
+        derivatives.append((position, param, _decode(jacobian)))
+    return kind, name, guard(_decider(params, _dict(defaults), _tuple(decoded), _decode(answer), _tuple(derivatives)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -831,57 +956,67 @@ def _measure_afresh(user_ns: dict, spec: tuple, *, _weights=torch.nn.Module.stat
 
 def _measure_own(user_ns: dict, calls: tuple, models: dict, *, _type=type, _float=float, _int=int,
                  _tensor=torch.Tensor, _numel=torch._C.TensorBase.numel, _item=torch._C.TensorBase.item,
-                 _finite=math.isfinite, _subclass=issubclass, _tuple=tuple, _list=list, _str=str,
+                 _finite=math.isfinite, _subclass=issubclass, _tuple=tuple, _list=list, _str=str, _len=len,
                  _stop=_Timeout, _cancel=_cancel_alarm, _short=_short) -> tuple:
-    """("own", ((result name, number or None, problem), ...)): what the notebook's own measurement functions
-    give when the grader calls them on the rebuilt models (``models``, from :func:`_measure_afresh`) and the
-    shipped sentences, so that a number of ``results`` computed honestly with a buggy function can be judged
-    against what that function measures (the check bounds how far from the grader's own measurement).
+    """("own", ((result name, ((number or None, problem), ...)), ...)): what the notebook's own measurement
+    functions give when the grader calls them on the rebuilt models (``models``, from :func:`_measure_afresh`),
+    part by part, on the parts of the shipped sentences that the grader chose (seeded by the course seed), so
+    that a number of ``results`` computed honestly with a buggy function can be judged against what that
+    function measures, and a function that does not measure (that recognises the shipped sentences and gives
+    numbers typed in for them) cannot pass for one (the check compares each part with the grader's measurement
+    of the same part).
 
-    calls: ((result name, function name, model name, pairs, alignments or None), ...). Each call gets fresh
-    lists; what it returns is kept only if it is a number (a float, an int, a one-element tensor), and only
-    as a Python float. A call that raises is recorded as such; one that runs out of time ends the calls (the
-    alarm is off from then on: nothing of the student's runs after it)."""
+    calls: ((result name, function name, model name, ((pairs, alignments or None), ...)), ...). Each call gets
+    fresh lists; what it returns is kept only if it is a number (a float, an int, a one-element tensor), and
+    only as a Python float. A call that raises is recorded as such (and the function is not called on that
+    result's other parts); one that runs out of time ends the calls (the alarm is off from then on: nothing of
+    the student's runs after it)."""
     own = []
     stopped = ""
-    for result_name, function_name, model_name, pairs, alignments in calls:
-        if stopped:
-            own.append((result_name, None, stopped))
-            continue
-        try:  # (the alarm may also go off in the grader's lines here: the CPU time is the whole call's)
-            function, model = user_ns.get(function_name), models.get(model_name)
-            if function is None or model is None:
-                own.append((result_name, None, f"{function_name} is not defined" if function is None
-                            else f"{model_name} could not be measured"))
+    for result_name, function_name, model_name, parts in calls:
+        given = []
+        for pairs, alignments in parts:
+            if stopped:
+                given.append((None, stopped))
                 continue
-            arguments = [model, _list(_tuple(pair) for pair in pairs)]
-            if alignments is not None:
-                arguments.append(_list(_list(_list(positions) for positions in alignment) for alignment in alignments))
-            value = function(*arguments)
-            kind = _type(value)
-            if kind is _tensor and _numel(value) == 1:
-                value = _item(value)
+            if given and given[-1][0] is None:  # (it raised on a part: not called again for this number)
+                given.append(given[-1])
+                continue
+            try:  # (the alarm may also go off in the grader's lines here: the CPU time is the whole call's)
+                function, model = user_ns.get(function_name), models.get(model_name)
+                if function is None or model is None:
+                    given.append((None, f"{function_name} is not defined" if function is None
+                                  else f"{model_name} could not be measured"))
+                    continue
+                arguments = [model, _list(_tuple(pair) for pair in pairs)]
+                if alignments is not None:
+                    arguments.append(_list(_list(_list(positions) for positions in alignment)
+                                           for alignment in alignments))
+                value = function(*arguments)
                 kind = _type(value)
-            if kind is _int or _subclass(kind, _float):  # (not bool; a float subclass is read as a float)
-                number = _float.__float__(value) if kind is not _int else _int.__float__(value)
-                own.append((result_name, number, "") if _finite(number) else (result_name, None, "returned a "
-                                                                                   "number that is not finite"))
-            else:
-                own.append((result_name, None, f"returned {kind.__name__}, not a number"))
-        except _stop as timeout:
-            _cancel()
-            own.append((result_name, None, f"did not finish: {_short(_str(timeout))}"))
-            stopped = f"not called: {function_name} ran out of time before"
-        except BaseException as error:  # the student's code may raise anything; it is data here
-            said = "raised an exception"
-            try:  # (its text is the student's code too)
-                said = _short(f"raised {_type(error).__name__}: {error}")[:500]
-            except _stop:
+                if kind is _tensor and _numel(value) == 1:
+                    value = _item(value)
+                    kind = _type(value)
+                if kind is _int or _subclass(kind, _float):  # (not bool; a float subclass is read as a float)
+                    number = _float.__float__(value) if kind is not _int else _int.__float__(value)
+                    given.append((number, "") if _finite(number) else (None, "returned a number that is not finite"))
+                else:
+                    given.append((None, f"returned {kind.__name__}, not a number"))
+            except _stop as timeout:
                 _cancel()
-                stopped = "not called: the grader ran out of time before"
-            except BaseException:
-                pass
-            own.append((result_name, None, said))
+                given.append((None, f"did not finish: {_short(_str(timeout))}"))
+                stopped = f"not called: {function_name} ran out of time before"
+            except BaseException as error:  # the student's code may raise anything; it is data here
+                said = "raised an exception"
+                try:  # (its text is the student's code too)
+                    said = _short(f"raised {_type(error).__name__}: {error}")[:500]
+                except _stop:
+                    _cancel()
+                    stopped = "not called: the grader ran out of time before"
+                except BaseException:
+                    pass
+                given.append((None, said))
+        own.append((result_name, _tuple(given)))
     return ("own", _tuple(own))
 
 
@@ -911,64 +1046,104 @@ def _gradients(result, inputs: tuple, grad_outputs: tuple, *, _run=_RUN_BACKWARD
     return _tuple(_run(_tuple(chosen), _tuple(grads), False, False, _tuple(inputs), True, False))
 
 
+# Every signal but the runner's two alarms: the mask of a graded call (grade_in_child's), and the mask between
+# two cases (all of them), while a case with its answers is in the runner's frames.
+_GRADED_MASK = frozenset(signal.valid_signals()) - {signal.SIGPROF, signal.SIGALRM}
+
+
+def _paused(message: tuple, left: list, *, _get=signal.getitimer, _set=signal.setitimer,
+            _cpu=signal.ITIMER_PROF) -> tuple:
+    """``message``, once the CPU alarm is stopped; the CPU seconds it had left go into ``left``."""
+    left.append(_get(_cpu)[0])
+    _set(_cpu, 0)
+    return message
+
+
 def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: float, plan: tuple,
-             stuck: set | None = None) -> tuple | None:
+             stuck: set | None = None, guard=None, send=None, *, _restore=_restore_with, _pop_modes=_pop_modes,
+             _decode_afresh=_decode_afresh, _describe=_describe, _measure_afresh=_measure_afresh,
+             _measure_own=_measure_own, _module=_StandInModule, _sealed=_sealed_stand_in,
+             _calling=_stand_in_calling, _decode=_decode, _alarm=_alarm, _paused=_paused, _cancel=_cancel_alarm,
+             _timeout=_Timeout, _short=_short, _gradients=_gradients, _set_grad=torch._C._set_grad_enabled,
+             _grad_enabled=torch._C.is_grad_enabled, _require_grad=_REQUIRE_GRAD, _source_batch=_source_batch,
+             _mask=signal.pthread_sigmask, _setmask=signal.SIG_SETMASK, _graded_mask=_GRADED_MASK,
+             _missing=_MISSING, _setattr=setattr, _getattr=getattr, _exec=exec, _type=type, _str=str,
+             _tensor=torch.Tensor, _len=len, _tuple=tuple, _dict=dict, _sorted=sorted, _set=set,
+             _base=BaseException) -> tuple | None:
     """Call the student's code as the case says; (id, status, error, returned, after, forbidden, extra).
 
-    Everything the runner does between or after the student's code is bound to locals first, and the
-    snapshot is restored before the runner reads the results: code that patched a module, a class or
-    this module's globals during the call changes nothing of what is reported. The case itself (with
-    its stand-ins' answers) is dropped before the student's code runs; only the stand-ins keep them.
-    A gradient case (``grad_args``) also back-propagates the given output gradients through the results
-    inside the call (the student's backward code runs under the same alarm) and reports the gradients of
-    those arguments as ``extra``."""
+    No answer is ever within the student's reach. The case (with its stand-ins' answers) is read first, by the
+    grader's code alone: in the graded child every signal is blocked until then (grade_in_child blocked them,
+    re-installed the given helpers and restored the snapshot before asking for it). Each stand-in's answer goes
+    into a guarded decider (see :func:`_decider`), and the case is dropped; only then are the student's
+    function and objects looked up and anything of theirs run. What the grader measures before the call (its own
+    decoding of the notebook's model, or its measurements for the evidence) is sent to the grader (``send``:
+    the runner's _send) as soon as it is made, and is in no frame while the student's code runs; in this
+    process, without ``send`` (the tests), it is kept and sent back as the result's ``extra``.
+
+    Everything the runner does between or after the student's code is bound (as keyword defaults) before any
+    student code runs, and the snapshot is restored before the runner reads the results: code that patched a
+    module, a class or this module's globals during the call changes nothing of what is reported. A gradient
+    case (``grad_args``) also back-propagates the given output gradients through the results inside the call
+    (the student's backward code runs under the same alarm) and reports the gradients of those arguments as
+    ``extra``."""
     if case is None:
         return None
     case_id, call = case["id"], case["call"]
     if stuck is not None and call in stuck:
         return (case_id, "timeout", "not tried: an earlier call of the same function ran out of time",
                 ("other", "nothing"), (), (), ())
-    restore, pop_modes, decode_afresh, describe = _restore_with, _pop_modes, _decode_afresh, _describe
-    measure_afresh, measure_own, rebuilt = _measure_afresh, _measure_own, {}
-    stand_in_module, set_attribute, get_attribute = _StandInModule, setattr, getattr
-    cancel, timeout_type, short = _cancel_alarm, _Timeout, _short
-    gradients_of, set_grad, grad_enabled = _gradients, torch._C._set_grad_enabled, torch._C.is_grad_enabled
-    status, error, result, extra, budget = "ok", None, None, (), [16 << 20]
-    grad_args, gradients, grad_mode = tuple(case.get("grad_args", ())), None, grad_enabled()
-    before = len(seen)
-    installed = []
+    guard = guard or _GUARD
+    # -- the case, with its answers: only the grader's own code, bound above, runs until it is dropped
+    sealed, spec = [], None
+    for spec in case["stand_ins"]:
+        sealed.append(_sealed(spec, guard))
+    encoded = (case["args"], case["kwargs"], case["construct"], case["state"], case["consistency"],
+               case.get("grad_args", ()), case.get("grad_outputs", ()))
+    del case, spec
+    if send is not None:
+        _mask(_setmask, _graded_mask)
+    status, error, result, extra, budget, pre = "ok", None, None, (), [16 << 20], ()
+    grad_args, gradients, grad_mode = (), None, _grad_enabled()
+    before = _len(seen)
+    installed, args = [], []
     try:
         if helpers is not None:
-            exec(helpers, user_ns)  # the notebook's given helpers, from the release
-        args = [_decode(a, user_ns) for a in case["args"]]
-        kwargs = {k: _decode(v, user_ns) for k, v in case["kwargs"]}
+            _exec(helpers, user_ns)  # the notebook's given helpers, from the release (grade_in_child did it before)
+        args_e, kwargs_e, construct_e, state_e, consistency, grad_args, grad_outputs_e = encoded
+        del encoded
+        args = [_decode(a, user_ns) for a in args_e]
+        kwargs = {k: _decode(v, user_ns) for k, v in kwargs_e}
         target = user_ns.get(call)
         if target is None:
             raise NameError(f"name '{call}' is not defined in the notebook")
         decoding = measuring = None
-        if case["consistency"] is not None and case["consistency"][0] == "evidence":
-            measuring = case["consistency"]  # the grader measures the notebook's models itself, before the call
-        elif case["consistency"] is not None:  # the grader decodes the model itself, before translate runs
-            decoding = (case["consistency"][2], *_source_batch(args[1], case["consistency"][0]))
-        construct = None if case["construct"] is None else dict(case["construct"])
-        state = {k: _decode(v, user_ns) for k, v in case["state"]}
+        if consistency is not None and consistency[0] == "evidence":
+            measuring = consistency  # the grader measures the notebook's models itself, before the call
+        elif consistency is not None:  # the grader decodes the model itself, before translate runs
+            decoding = (consistency[2], *_source_batch(args[1], consistency[0]))
+        construct = None if construct_e is None else _dict(construct_e)
+        state = {k: _decode(v, user_ns) for k, v in state_e}
         # A gradient case: these arguments require grad, and the call's results are back-propagated.
-        grad_outputs = tuple(_decode(g, user_ns) for g in case.get("grad_outputs", ()))
-        inputs = tuple(_REQUIRE_GRAD(args[i], True) for i in grad_args)
-        # The stand-ins, built now: afterwards their answers live in their keyword defaults only.
-        global_stand_ins, attribute_stand_ins, spec, earlier, built_name, built = [], [], None, None, None, None
-        for spec in case["stand_ins"]:
-            if spec[0] == "global":
-                earlier = None  # a stand-in of the same name built before this one: this one defers to it
+        grad_args = _tuple(grad_args)
+        grad_outputs = _tuple(_decode(g, user_ns) for g in grad_outputs_e)
+        inputs = _tuple(_require_grad(args[i], True) for i in grad_args)
+        # The stand-ins' callers: a global one defers to the one of the same name built before it, or to the
+        # student's own function.
+        global_stand_ins, attribute_stand_ins, kind, name, decide = [], [], None, None, None
+        for kind, name, decide in sealed:
+            if kind == "global":
+                yours = _missing
                 for built_name, built in global_stand_ins:
-                    if built_name == spec[1]:
-                        earlier = built
-                if earlier is None:
-                    installed.append((spec[1], user_ns.get(spec[1], _MISSING)))
-                global_stand_ins.append((spec[1], _build_stand_in(spec, user_ns, earlier)))
+                    if built_name == name:
+                        yours = built
+                if yours is _missing:
+                    installed.append((name, user_ns.get(name, _missing)))
+                    yours = user_ns.get(name)
+                global_stand_ins.append((name, _calling(yours, decide, name, guard)))
             else:
-                attribute_stand_ins.append((spec[1], _build_stand_in(spec, user_ns)))
-        del case, spec, earlier, built_name, built
+                attribute_stand_ins.append((name, _calling(None, decide, name, guard)))
+        del sealed, kind, decide
         _alarm(case_cpu_s)
         # -- the student's code, from here to the end of the try block
         if construct is not None:
@@ -980,53 +1155,58 @@ def run_case(case: dict | None, user_ns: dict, helpers, seen: list, case_cpu_s: 
         for name, stand_in in global_stand_ins:
             user_ns[name] = stand_in
         for name, stand_in in attribute_stand_ins:
-            set_attribute(target, name, stand_in_module(get_attribute(target, name), stand_in))
+            _setattr(target, name, _module(_getattr(target, name), stand_in))
         del global_stand_ins, attribute_stand_ins
-        if decoding is not None:
-            extra = decode_afresh(args[0], user_ns, *decoding)
-        if measuring is not None:
-            extra = measure_afresh(user_ns, measuring, keep=rebuilt)
+        if decoding is not None or measuring is not None:
+            rebuilt, left = {}, []
+            if send is None:
+                pre = (_decode_afresh(args[0], user_ns, *decoding) if decoding is not None
+                       else _measure_afresh(user_ns, measuring, keep=rebuilt))
+            else:  # to the grader at once, with the alarm paused (a frame cut in two would end the run)
+                send(_paused(("extra", case_id, _decode_afresh(args[0], user_ns, *decoding) if decoding is not None
+                              else _measure_afresh(user_ns, measuring, keep=rebuilt)), left))
+                _alarm(left[0] if left[0] > 0 else 0.001)
         if grad_args:
-            set_grad(True)  # (a cell may have switched gradients off for the whole notebook)
+            _set_grad(True)  # (a cell may have switched gradients off for the whole notebook)
         result = target(*args, **kwargs)
         if grad_args:
-            gradients = gradients_of(result, inputs, grad_outputs)
-        if measuring is not None and len(measuring) > 6:  # after the call: the reported numbers are read already
-            extra = (*extra, measure_own(user_ns, measuring[6], rebuilt))
-    except timeout_type as timeout:
-        status, error = "timeout", str(timeout)
+            gradients = _gradients(result, inputs, grad_outputs)
+        if measuring is not None and _len(measuring) > 6:  # after the call: the reported numbers are read already
+            extra = (_measure_own(user_ns, measuring[6], rebuilt),)
+    except _timeout as timeout:
+        status, error = "timeout", _str(timeout)
         if stuck is not None:
             stuck.add(call)
-    except BaseException as exc:  # the student's code may raise anything; it is data here
-        cancel()
+    except _base as exc:  # the student's code may raise anything; it is data here
+        _cancel()
         status = "error"
         try:
-            error = short(f"{type(exc).__name__}: {exc}")
-        except BaseException:
-            error = type(exc).__name__
+            error = _short(f"{_type(exc).__name__}: {exc}")
+        except _base:
+            error = _type(exc).__name__
     finally:
-        cancel()
-        set_grad(grad_mode)
-        restore(plan)
-        pop_modes()
+        _cancel()
+        _set_grad(grad_mode)
+        _restore(plan)
+        _pop_modes()
     # -- from here on, nothing of the student's runs (describing a tensor calls no Python code of theirs)
     for name, original in installed:
-        if original is _MISSING:
+        if original is _missing:
             user_ns.pop(name, None)
         else:
             user_ns[name] = original
     returned, after = ("other", "nothing"), ()
     if status == "ok":
-        returned = describe(result, budget)
-        after = tuple(describe(arg, budget) if type(arg) is torch.Tensor else ("skip",) for arg in args)
+        returned = _describe(result, budget)
+        after = _tuple(_describe(arg, budget) if _type(arg) is _tensor else ("skip",) for arg in args)
         if grad_args:
-            extra = (("no-gradients", gradients) if type(gradients) is str
-                     else ("gradients", tuple(describe(g, budget) for g in gradients)))
-    forbidden = tuple(sorted(set(seen[before:])))
+            extra = (("no-gradients", gradients) if _type(gradients) is _str
+                     else ("gradients", _tuple(_describe(g, budget) for g in gradients)))
+    extra = (*pre, *extra)  # (in this process only: in the graded child, what came before the call was sent)
+    forbidden = _tuple(_sorted(_set(op for op in seen[before:] if _type(op) is _str)))
     return case_id, status, error, returned, after, forbidden, extra
 
 
-_MISSING = object()
 STANDIN = None  # the grader's stand-in model (standin.py next to this file), loaded before the cells
 
 
@@ -1050,16 +1230,13 @@ def deny_new_programs() -> bool:
     and so does any system call of another architecture's ABI (32-bit calls on x86_64). It cannot be
     removed. Audit hooks miss some ways of starting a program (``_posixsubprocess.fork_exec`` raises no
     event); the kernel does not. Returns False where this machine's architecture is not known here."""
-    import ctypes
-    import struct
-
     native = _EXEC_SYSCALLS.get(os.uname().machine)
     if native is None:
         return False
     arch, execve, execveat = native
     load, jump_eq, accept = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
     allow, eperm = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    program = [
+    _install_seccomp([
         (load, 0, 0, 4),  # the architecture
         (jump_eq, 1, 0, arch),
         (accept, 0, 0, eperm),
@@ -1069,7 +1246,45 @@ def deny_new_programs() -> bool:
         (0x35, 1, 0, 0x40000000),  # BPF_JMP|BPF_JGE|BPF_K: the x32 ABI's numbers
         (accept, 0, 0, allow),
         (accept, 0, 0, eperm),
-    ]
+    ])
+    return True
+
+
+# rt_sigaction, per architecture (audit arch, number).
+_SIGACTION_SYSCALLS = {"x86_64": (0xC000003E, 13), "aarch64": (0xC00000B7, 134)}
+
+
+def deny_signal_handlers() -> bool:
+    """A seccomp filter, for this process and every process it starts: rt_sigaction may read a signal's handler
+    but not set one (EPERM). Installed before the first cell, after the runner's own two alarm handlers: from then
+    on no code of the student's can be a signal handler, which Python calls with the frame it interrupts (its
+    locals readable) at any instruction, the grader's frames included. Returns False where this machine's
+    architecture is not known here."""
+    native = _SIGACTION_SYSCALLS.get(os.uname().machine)
+    if native is None:
+        return False
+    arch, sigaction = native
+    load, jump_eq, accept = 0x20, 0x15, 0x06
+    allow, eperm = 0x7FFF0000, 0x00050000 | 1
+    _install_seccomp([
+        (load, 0, 0, 4),  # 0: the architecture (another's is the other filter's business)
+        (jump_eq, 0, 6, arch),  # 1
+        (load, 0, 0, 0),  # 2: the system call number
+        (jump_eq, 0, 4, sigaction),  # 3
+        (load, 0, 0, 24),  # 4: the low half of its second argument, the new action
+        (jump_eq, 0, 3, 0),  # 5
+        (load, 0, 0, 28),  # 6: the high half
+        (jump_eq, 0, 1, 0),  # 7
+        (accept, 0, 0, allow),  # 8: no new action: reading the handler
+        (accept, 0, 0, eperm),  # 9
+    ])
+    return True
+
+
+def _install_seccomp(program: list) -> None:
+    import ctypes
+    import struct
+
     filters = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
     buffer = ctypes.create_string_buffer(filters, len(filters))
 
@@ -1083,7 +1298,6 @@ def deny_new_programs() -> bool:
     fprog = Program(len(program), ctypes.addressof(buffer))
     if libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
         raise OSError(ctypes.get_errno(), "PR_SET_SECCOMP failed")
-    return True
 
 
 def _leak(objects) -> None:
@@ -1095,8 +1309,29 @@ def _leak(objects) -> None:
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(item))
 
 
+def _between_cases(user_ns: dict, helpers, plan: tuple, *, _set=signal.setitimer,
+                   _timers=(signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF), _gc_off=gc.disable,
+                   _exec=exec, _restore=_restore_with, _pop=_pop_modes, _mask=signal.pthread_sigmask,
+                   _block=signal.SIG_BLOCK, _signals=signal.valid_signals()) -> None:
+    """Before the graded child asks for a case: no timer of the student's left, the garbage collector off, the
+    notebook's given helpers re-installed from the release (a definition they replace may be an object of the
+    student's, whose ``__del__`` runs now, while no case is here), every snapshot namespace restored, no torch
+    mode; then every signal blocked until the case, with its answers, has been dropped (see run_case)."""
+    for timer in _timers:
+        _set(timer, 0)
+    _gc_off()
+    if helpers is not None:
+        _exec(helpers, user_ns)
+    _restore(plan)
+    _pop()
+    _gc_off()
+    for timer in _timers:
+        _set(timer, 0)
+    _mask(_block, _signals)
+
+
 def grade_in_child(user_ns: dict, plan: tuple, helpers_source: str, phase: str, case_cpu_s: float, seen: list,
-                   seal_problem: str) -> None:
+                   seal_problem: str, guard=None) -> None:
     """The graded child: serve the phase's cases. Ends the process. Every argument was bound before the
     first cell ran (the cells could have changed ``program``'s contents)."""
     for number in signal.valid_signals():
@@ -1116,14 +1351,17 @@ def grade_in_child(user_ns: dict, plan: tuple, helpers_source: str, phase: str, 
     helpers = compile(helpers_source, "<given helpers>", "exec") if helpers_source else None
     _send(("ready", phase))
     stuck = set()  # a call that timed out once is not tried again: its other cases would time out too
-    # One case at a time, and no frame holds it while the student's code runs (run_case drops it):
-    # frames are readable, and a case carries its stand-in's correct answer.
+    # One case at a time, and no frame holds it while the student's code runs (run_case drops it, and sends
+    # what the grader measures before the call at once): frames are readable, and a case carries its stand-ins'
+    # correct answers.
     while True:
+        _between_cases(user_ns, helpers, plan)
         _send(("next",))
-        outcome = run_case(_receive(), user_ns, helpers, seen, case_cpu_s, plan, stuck)
+        outcome = run_case(_receive(), user_ns, None, seen, case_cpu_s, plan, stuck, guard, _send)
         if outcome is None:
             break
         _send(("result", *outcome))
+        del outcome
     _send(("done",))
     os._exit(0)
 
@@ -1154,6 +1392,7 @@ def main(folder: Path) -> None:
     global _GUARD
     guarded_ids: set = set()
     _GUARD = _make_guard(guarded_ids)
+    guard = _GUARD
     sys.setrecursionlimit = _bounded_recursion_limit
     plan = _snapshot()
     # Bound here, as locals of this frame: what the graded child needs, and what it needs before it has
@@ -1162,6 +1401,9 @@ def main(folder: Path) -> None:
     helpers_source, phase, case_cpu_s = str(program["helpers"]), str(program["phase"]), float(program["case_cpu_s"])
     mask, block, every_signal = signal.pthread_sigmask, signal.SIG_BLOCK, signal.valid_signals()
     protected = tuple(value for value in globals().values() if isinstance(value, types.FunctionType))
+    signal.signal(signal.SIGPROF, _on_cpu)  # the runner's two alarm handlers, the only ones from now on
+    signal.signal(signal.SIGALRM, _on_wall)
+    deny_signal_handlers()
     sys.addaudithook(_make_hook(runner_pid, sealed, set(), protected, guarded_ids))
     shell = _shell()
     user_ns = shell.user_ns
@@ -1172,7 +1414,7 @@ def main(folder: Path) -> None:
         mask(block, every_signal)
         restore(plan)
         try:
-            child(user_ns, plan, helpers_source, phase, case_cpu_s, seen, seal_problem)
+            child(user_ns, plan, helpers_source, phase, case_cpu_s, seen, seal_problem, guard)
         except BaseException as error:  # report, then end: nothing after this may run student code
             with contextlib.suppress(BaseException):
                 _send(("runner-error", f"{type(error).__name__}: {error}"[:500]))

@@ -21,12 +21,25 @@ FORBIDDEN_REASON = "uses a forbidden shortcut: "
 _ALLOWED_DTYPES = {"<f4", "<f8", "<f2", "<i8", "<i4", "<i2", "|i1", "|u1", "|b1"}
 
 
+class Reason(str):
+    """What a check's compare returns, with a flag for the instructor: "" (it passed) or why it failed, and
+    ``flag``, what the summary should point the instructor to (whatever the verdict), or ""."""
+
+    flag: str
+
+    def __new__(cls, text: str = "", flag: str = ""):
+        reason = super().__new__(cls, text)
+        reason.flag = flag
+        return reason
+
+
 @dataclass
 class CaseVerdict:
     label: str
     passed: bool
     hidden: bool
     reason: str = ""
+    flag: str = ""  # for the summary's flags (see Reason)
 
 
 @dataclass
@@ -188,8 +201,9 @@ def judge_case(check: Check, case: Case, outcome: Outcome | None) -> CaseVerdict
     comparison = check.compare or compare
     expected = reference_output(check, case)
     if len(inspect.signature(comparison).parameters) >= 4:
-        verdict.reason = comparison(got, expected, case, outcome.extra)
+        reason = comparison(got, expected, case, outcome.extra)
     else:
-        verdict.reason = comparison(got, expected, case)
+        reason = comparison(got, expected, case)
+    verdict.reason, verdict.flag = str(reason), str(getattr(reason, "flag", ""))
     verdict.passed = not verdict.reason
     return verdict

@@ -25,15 +25,21 @@ solution notebook's answer cells, which the release replaces by "YOUR ANSWER HER
   of ``results`` passes if it is within :data:`TOLERANCE` of the grader's measurement, **or** if it is within
   :data:`TOLERANCE` of what the student's own function (``exact_match`` or ``attention_agreement``) gives
   when the grader calls it, in the same graded call, on the same rebuilt model and the shipped sentences
-  (``runner._measure_own``), and that is within :data:`WIDE` of the grader's measurement. So a bug in a
+  (``runner._measure_own``), and that is within :data:`WIDE` of the grader's measurement. The function is
+  called part by part, on parts of :data:`PART` shipped pairs that the grader draws from the course seed (never
+  on the shipped sets as such), its number is those parts' pooled, and its parts must be, on average, within
+  :data:`WIDE` of the grader's measurement of the same parts: a function that gives back a number it did not
+  measure (a guess within WIDE, for the shipped sets or for any part of them) is not taken for a buggy one. So a bug in a
   measurement function that its visible tests miss is charged once, by that function's own check: numbers
   honestly computed with it still earn the evidence. ``own`` is computed by the grader, not typed: a
   constant function cannot be within :data:`WIDE` of all four shares (about 0.99, 0.0, 0.4 and 0.0 for models
-  trained as the notebook says), a function that returns numbers typed in for the shipped sentences passes
-  only where they are within :data:`WIDE` of what the models give (which needs measuring them), and a number
+  trained as the notebook says), a function that returns numbers typed in for the shipped sentences is
+  never called on them, one that returns them for any part of them does not follow the parts' shares, and a number
   that is neither the grader's nor the function's fails. Numbers typed or printed from anywhere else, or measured on
   other models than the two the notebook holds, earn nothing. The verdict names, for each failing number,
-  the reported number, the grader's measurement and the function's, and which rule it failed.
+  the reported number, the grader's measurement and the function's, and which rule it failed. Numbers that are
+  neither the grader's measurement nor the function's (typed in, or measured on other models or in another
+  run) also flag the submission, with why, so that formgrader points the instructor to it.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from attention_course.grading import standin
 from attention_course.grading.cases import Case, Check, NotebookName, StandInTranslator
 from attention_course.grading.checks._draw import integer
 from attention_course.grading.exercise_data import SEQ2SEQ_MAX_CLAUSES, experiments_sets, seq2seq_corpus
+from attention_course.grading.verdicts import Reason
 
 ASSIGNMENT = "attention-experiments"
 ATTENTION_THRESHOLD = 0.9  # a model trained as the notebook says gets about 0.98
@@ -61,6 +68,14 @@ TOLERANCE = 0.02  # |reported - measured| for each number of results
 # A function that ignores its model cannot be within 0.1 of both attention_in_range (about 0.99) and
 # plain_longer (0.0); a wider bound would also accept guesses (plain_in_range, the alignment) that it should not.
 WIDE = 0.1
+# The grader calls the student's measurement function on parts of PART shipped pairs (drawn from the course
+# seed), never on the shipped sets as such, and compares each part with its own measurement of the same part:
+# a function's numbers are accepted (rule 2) only if, weighted by the pairs (or, for the alignment, the Chinese
+# words) of each part, they are on average within WIDE of the grader's. A bug that only ever counts too many
+# translations right, or too few, is off by the same on average as on the whole set (the honest bugs above pass
+# as before); a function that gives a number it does not measure, the same for every part, is off by the spread
+# of the parts' shares, about 0.2 for a share near 0.4 on parts of 5 pairs.
+PART = 5
 NEW_SENTENCES = 150
 RESULT_NAMES = ("attention_in_range", "attention_longer", "plain_in_range", "plain_longer", "attention_alignment")
 MODELS = ("attention_model", "plain_model")
@@ -93,17 +108,30 @@ MEASUREMENTS = {
 }
 
 
-def _own_calls(shipped: dict) -> tuple:
-    """The calls of the notebook's own measurement functions that the runner makes (runner._measure_own): each
-    number of results, measured by the student's function on the rebuilt model and the shipped pairs."""
-    calls = []
+def _parts(g: torch.Generator, count: int) -> tuple[tuple[int, ...], ...]:
+    """The shipped sentences 0 .. count - 1 in parts of PART, drawn from the check's generator (the course seed)."""
+    order = torch.randperm(count, generator=g).tolist()
+    return tuple(tuple(sorted(order[first:first + PART])) for first in range(0, count, PART))
+
+
+def _own_calls(shipped: dict, g: torch.Generator) -> tuple[tuple, tuple]:
+    """(the calls of the notebook's own measurement functions that the runner makes (runner._measure_own), the
+    parts): each number of results, measured by the student's function on the rebuilt model, part by part, on
+    parts of the shipped pairs that the grader draws (never on the shipped sets as such: a function that knows
+    them could give numbers typed in for them)."""
+    calls, parts = [], []
+    drawn = {label: _parts(g, len(shipped[label])) for label in ("test", "long")}
     for name in RESULT_NAMES:
         model, function, label = MEASUREMENTS[name]
-        pairs = tuple((pair.source_text, pair.target_text) for pair in shipped[label])
-        alignments = (tuple(tuple(tuple(positions) for positions in pair.alignment) for pair in shipped[label])
-                      if function == "attention_agreement" else None)
-        calls.append((name, function, model, pairs, alignments))
-    return tuple(calls)
+        chosen = []
+        for indices in drawn[label]:
+            pairs = tuple((shipped[label][i].source_text, shipped[label][i].target_text) for i in indices)
+            alignments = (tuple(tuple(tuple(positions) for positions in shipped[label][i].alignment) for i in indices)
+                          if function == "attention_agreement" else None)
+            chosen.append((pairs, alignments))
+        calls.append((name, function, model, tuple(chosen)))
+        parts.append((name, drawn[label]))
+    return tuple(calls), tuple(parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,6 +268,7 @@ class MeasuredCase(Case):
     references: tuple = ()  # ((set, (Chinese, ...)), ...)
     sentences: tuple = ()  # ((set, (English, ...)), ...), for messages
     alignments: tuple = ()  # of the teacher-forced sentences
+    parts: tuple = ()  # ((result name, ((index, ...), ...)), ...): the parts the student's functions are called on
 
 
 def _no_reference(case: Case):
@@ -261,7 +290,11 @@ def _measured(extra: tuple, case: MeasuredCase) -> tuple[dict, str]:
             texts = [" ".join(words[i] if 0 <= i < len(words) else "<?>" for i in row) for row in rows]
             right = [text == reference for text, reference in zip(texts, references[label])]
             numbers[name][label] = (sum(right) / len(right), texts)
+            numbers[name][label + " pairs"] = right  # per pair: right or not
         numbers[name]["alignment"] = None if forced is None else agreement(forced, case.alignments)
+        numbers[name]["alignment pairs"] = None if forced is None else [  # per pair: (agreeing words, words)
+            (sum(best in set(aligned) for best, aligned in zip(row, alignment)), min(len(row), len(alignment)))
+            for row, alignment in zip(forced, case.alignments)]
     return numbers, ""
 
 
@@ -282,6 +315,31 @@ def _trained_verdict(got, expected, case: MeasuredCase, extra: tuple = ()) -> st
     return ""
 
 
+def _own_by_parts(name: str, given: tuple, numbers: dict, parts: tuple) -> tuple[float | None, str, float | None]:
+    """(what the student's function gives on the whole set, pooled from its parts, or None; why not; how far its
+    parts are from the grader's measurement of the same parts, on average, weighted by pairs or words)."""
+    model, function, label = MEASUREMENTS[name]
+    if len(given) != len(parts) or not parts:
+        return None, "not called", None
+    for value, problem in given:
+        if value is None:
+            return None, problem, None
+    if function == "attention_agreement":
+        per_pair = numbers[model]["alignment pairs"]
+        if per_pair is None:
+            return None, "no attention weights", None
+        weights = [sum(per_pair[i][1] for i in indices) for indices in parts]
+        truths = [sum(per_pair[i][0] for i in indices) / max(weight, 1) for indices, weight in zip(parts, weights)]
+    else:
+        right = numbers[model][label + " pairs"]
+        weights = [len(indices) for indices in parts]
+        truths = [sum(right[i] for i in indices) / len(indices) for indices in parts]
+    total = sum(weights) or 1
+    pooled = sum(weight * value for weight, (value, _) in zip(weights, given)) / total
+    off = sum(weight * abs(value - truth) for weight, (value, _), truth in zip(weights, given, truths)) / total
+    return pooled, "", off
+
+
 def _evidence_verdict(got, expected, case: MeasuredCase, extra: tuple = ()) -> str:
     numbers, problem = _measured(extra, case)
     if problem:
@@ -296,22 +354,54 @@ def _evidence_verdict(got, expected, case: MeasuredCase, extra: tuple = ()) -> s
         return f"results has no {', '.join(repr(name) for name in missing)}: section 4 lists the five numbers to report"
     own = {}
     if len(extra) == 3 and len(extra[2]) == 2 and extra[2][0] == "own":
-        own = {name: (value, problem) for name, value, problem in extra[2][1]}
-    wrong = [problem for name in RESULT_NAMES
-             if (problem := _number_problem(name, reported[name], truth[name], *own.get(name, (None, "not called"))))]
+        parts = dict(case.parts)
+        own = {name: _own_by_parts(name, given, numbers, parts.get(name, ())) for name, given in extra[2][1]}
+    wrong, unmeasured = [], []
+    for name in RESULT_NAMES:
+        value, problem, off = own.get(name, (None, "not called", None))
+        failure = _number_problem(name, reported[name], truth[name], value, problem, off)
+        if failure:
+            wrong.append(failure)
+            if _not_measured(reported[name], truth[name], value):
+                unmeasured.append(name)
     if wrong:
-        return ("the numbers in results are neither what your models give when the grader measures them (within "
-                f"{TOLERANCE:g}) nor what your own measurement functions give on them when the grader calls them "
-                f"(within {TOLERANCE:g}, accepted up to {WIDE:g} from the grader's measurement): " + "; ".join(wrong)
-                + ". Report what your functions measure on attention_model and plain_model as the notebook holds them")
+        reason = ("the numbers in results are neither what your models give when the grader measures them (within "
+                  f"{TOLERANCE:g}) nor what your own measurement functions give on them when the grader calls them "
+                  f"(within {TOLERANCE:g}, accepted up to {WIDE:g} from the grader's measurement): " + "; ".join(wrong)
+                  + ". Report what your functions measure on attention_model and plain_model as the notebook holds them")
+        return Reason(reason, _evidence_flag(unmeasured, reported, truth, own))
     return ""
 
 
-def _number_problem(name: str, reported: float, truth: float | None, own: float | None, problem: str) -> str:
+def _not_measured(reported: float, truth: float | None, own: float | None) -> bool:
+    """A number that is neither the grader's measurement of the notebook's model nor what the notebook's own
+    function gives on it: it was not measured from the notebook's models (typed in, or measured on other models,
+    or in another run)."""
+    return truth is not None and abs(reported - truth) > TOLERANCE and (own is None or abs(reported - own) > TOLERANCE)
+
+
+def _evidence_flag(names: list[str], reported: dict, truth: dict, own: dict) -> str:
+    """The flag for the instructor, in plain words, when numbers were not measured from the notebook's models."""
+    if not names:
+        return ""
+    name = names[0]
+    model, function, _ = MEASUREMENTS[name]
+    value = own.get(name, (None,))[0]
+    said = (f"its {function} gives {value:.3g}" if value is not None
+            else f"its {function} could not be called on it")
+    more = f" (and {len(names) - 1} more of the five)" if len(names) > 1 else ""
+    return (f"test-evidence: results was not measured from this notebook's own models: it reports {name} = "
+            f"{reported[name]:.3g}, but the grader measures {truth[name]:.3g} on {model} as the notebook holds it, "
+            f"and {said}{more}. The numbers were typed in, or measured on other models or in another run")
+
+
+def _number_problem(name: str, reported: float, truth: float | None, own: float | None, problem: str,
+                    off: float | None = None) -> str:
     """Why a reported number fails, or "" when it passes: it passes when it is within TOLERANCE of the grader's
     measurement ``truth`` (rule 1), or within TOLERANCE of ``own``, what the student's measurement function gives
-    when the grader calls it on the same model and sentences, where ``own`` is within WIDE of ``truth`` (rule 2:
-    a bug in the function is charged by that function's check, not a second time here)."""
+    when the grader calls it on the same model, pooled over the parts of the sentences the grader chose, where its
+    parts are on average (``off``; without parts, ``own`` itself) within WIDE of the grader's measurement of the
+    same parts (rule 2: a bug in the function is charged by that function's check, not a second time here)."""
     model, function, _label = MEASUREMENTS[name]
     if truth is None:
         return f"{name}: the grader could not measure it ({model}'s decoder reports no attention weights)"
@@ -322,9 +412,16 @@ def _number_problem(name: str, reported: float, truth: float | None, own: float 
         return f"{said}, and your {function} could not be called on it to compare ({problem})"
     if not abs(reported - own) <= TOLERANCE:
         return f"{said}, and your {function} gives {own:.4g} on it when the grader calls it: the number is neither"
-    if not abs(own - truth) <= WIDE:
-        return (f"{said}; it is what your {function} gives on it ({own:.4g}), but that is more than {WIDE:g} from the "
-                "grader's measurement, too far to be accepted as a measurement bug")
+    if off is None:
+        if not abs(own - truth) <= WIDE:
+            return (f"{said}; it is what your {function} gives on it ({own:.4g}), but that is more than {WIDE:g} from "
+                    "the grader's measurement, too far to be accepted as a measurement bug")
+        return ""
+    if not off <= WIDE:
+        return (f"{said}; it is what your {function} gives on it ({own:.4g}), but on the parts of {PART} sentences "
+                f"the grader called it on, its numbers are on average {off:.3g} from the grader's measurement of the "
+                f"same parts, more than {WIDE:g}: too far to be accepted as a measurement bug (it does not measure "
+                "what the model does)")
     return ""
 
 
@@ -351,13 +448,14 @@ def trained_cases(g: torch.Generator) -> list[Case]:
 def evidence_cases(g: torch.Generator) -> list[Case]:
     shipped = experiments_sets()
     sets = tuple((label, tuple(pair.source_text for pair in shipped[label])) for label in ("test", "long"))
+    calls, parts = _own_calls(shipped, g)
     return [MeasuredCase("test-evidence", "results, against the grader's own measurements of attention_model and "
                          "plain_model on the test and long sentences of experiment_corpus.json", "reported_numbers",
                          (NotebookName("results"),), hidden=False,
-                         consistency=_evidence_spec(sets, shipped["test"], _own_calls(shipped)),
+                         consistency=_evidence_spec(sets, shipped["test"], calls),
                          references=tuple((label, tuple(pair.target_text for pair in shipped[label]))
                                           for label in ("test", "long")),
-                         alignments=tuple(tuple(pair.alignment) for pair in shipped["test"]))]
+                         alignments=tuple(tuple(pair.alignment) for pair in shipped["test"]), parts=parts)]
 
 
 CHECKS = [
