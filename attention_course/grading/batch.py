@@ -17,7 +17,7 @@ from tqdm import tqdm
 from attention_course.grading import sandbox
 from attention_course.grading.checks import checks_for
 from attention_course.grading.errors import GradingInterrupted
-from attention_course.grading.fingerprints import parts, release_fingerprint, submission_fingerprint
+from attention_course.grading.fingerprints import parts, release_digest, release_fingerprint, submission_fingerprint
 from attention_course.grading.grade import NotebookResult, grade_notebook
 from attention_course.grading.intake import adopt_renamed_notebook, folder_notes, people, students as all_students
 from attention_course.grading.layout import Layout, tested_ids
@@ -48,6 +48,7 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
     summaries = {s: StudentSummary(s, name=known[s].name if s in known else "") for s in students}
     release_folder = layout.release_folder(assignment)
     release_print = release_fingerprint(release_folder, seed)
+    release_files = release_digest(release_folder)
     recorded = all_recorded_scores(layout, assignment) if not force else {}
     interrupted = threading.Event()
     reused: set[str] = set()
@@ -62,7 +63,7 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
             reused.add(student)
             return
         regrades.keep(student, paths)
-        made_of = parts(folder, notebooks, release_folder, seed)
+        made_of = parts(folder, notebooks, release_files, seed)
         grade_one = grade_notebook if remote is None else functools.partial(
             remote.grade_notebook, assignment=assignment, student=student)
         results = []

@@ -37,16 +37,21 @@ def submission_fingerprint(folder: Path, notebooks: list[str], release_print: st
     return digest.hexdigest()
 
 
-def parts(folder: Path, notebooks: list[str], release_folder: Path, seed: int) -> dict[str, str]:
-    """What a grade was made of, each part on its own (a fingerprint mixes them): the submitted notebooks,
-    the release, the course seed and the grader's code. A regrade report compares them (:mod:`regrade`)."""
+def release_digest(release_folder: Path) -> str:
+    """The release's files alone (no seed, no grader): one part of :func:`parts`, read once a batch."""
     release = hashlib.sha256()
     for path in sorted(release_folder.iterdir()) if release_folder.is_dir() else []:
         if path.is_file() and path.name != "timestamp.txt":
             release.update(path.name.encode() + b"\0" + path.read_bytes())
+    return release.hexdigest()
+
+
+def parts(folder: Path, notebooks: list[str], release: str, seed: int) -> dict[str, str]:
+    """What a grade was made of, each part on its own (a fingerprint mixes them): the submitted notebooks,
+    the release (``release``: its :func:`release_digest`), the course seed and the grader's code. A regrade
+    report compares them (:mod:`regrade`)."""
     submission = hashlib.sha256()
     for nb in notebooks:
         path = folder / f"{nb}.ipynb"
         submission.update(nb.encode() + b"\0" + (path.read_bytes() if path.is_file() and not path.is_symlink() else b"<none>"))
-    return {"submission": submission.hexdigest(), "release": release.hexdigest(), "seed": str(seed),
-            "grader": grader_fingerprint()}
+    return {"submission": submission.hexdigest(), "release": release, "seed": str(seed), "grader": grader_fingerprint()}
