@@ -21,7 +21,7 @@ import torch
 from attention_course.grading import runner
 from attention_course.grading.cases import encode_case
 from attention_course.grading.checks import checks_for
-from attention_course.grading.grade import plan_cases
+from attention_course.grading.grade import plan_cases, visible_only
 from attention_course.grading.submission import given_helpers
 from attention_course.grading.verdicts import CheckVerdict, Outcome, judge_case
 
@@ -73,9 +73,13 @@ def _quietly(source: str, namespace: dict) -> None:
             pass
 
 
-def judge(assignment: str, namespace: dict, seed: int, grade_ids: set[str] | None = None) -> dict[str, CheckVerdict]:
-    """The grader's verdict for each check (or those in ``grade_ids``) on the functions in ``namespace``."""
+def judge(assignment: str, namespace: dict, seed: int, grade_ids: set[str] | None = None,
+          visible: bool = False) -> dict[str, CheckVerdict]:
+    """The grader's verdict for each check (or those in ``grade_ids``) on the functions in ``namespace``;
+    ``visible``: on the visible cases only, as ``attention-course check`` judges them."""
     checks = {g: c for g, c in checks_for(assignment).items() if grade_ids is None or g in grade_ids}
+    if visible:
+        checks = visible_only(checks)
     helpers = compile(given_helpers(solution_notebook(assignment)), "<given helpers>", "exec")
     runner._load_standin()
     verdicts = {g: CheckVerdict(g, c.points, c.what) for g, c in checks.items()}

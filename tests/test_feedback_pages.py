@@ -16,6 +16,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from traitlets.config import Config
 
 from attention_course.grading import feedback_pages
+from attention_course.grading.feedback import AWAITING_FEEDBACK
 from attention_course.grading.feedback_pages import count_line, offline_math, problem_page
 from browser_audit import block_outside, chromium
 
@@ -208,6 +209,18 @@ def test_typeset_draws_the_math_as_svg_and_loads_no_mathjax(typeset_page):
     assert len(html.encode()) < 400_000  # a page, not a page plus a 2 MB script
 
 
+def test_every_page_of_a_batch_gets_the_stylesheet_its_math_needs(tmp_path):
+    # (MathJax's SVG output made its stylesheet once: the first page of a batch had it, the others not,
+    # and their formulas lost their sizes and colours)
+    pages = [tmp_path / f"student-{n}.html" for n in range(3)]
+    for page in pages:
+        page.write_text(nbgrader_feedback_page(MARKDOWN), encoding="utf-8")
+    assert feedback_pages.typeset(pages) == []
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert html.count('id="MJX-SVG-styles"') == 1 and "<mjx-container" in html, page.name
+
+
 def test_typeset_without_node_leaves_the_pages_for_inlining(tmp_path, monkeypatch):
     page = tmp_path / "p.html"
     page.write_text(nbgrader_feedback_page(), encoding="utf-8")
@@ -283,11 +296,13 @@ def test_problem_page_escapes_the_assignment_and_handles_empty_lists():
 
 @pytest.mark.parametrize(("written", "skipped", "line"), [
     (28, {"never graded": 1, "no submission": 1},
-     "feedback written for 28 students; skipped 2: 1 never graded, 1 no submission"),
+     "feedback written for 28 students; skipped 2 students: never graded: 1, no submission: 1"),
     (30, {}, "feedback written for 30 students"),
     (30, {"never graded": 0}, "feedback written for 30 students"),
-    (1, {"no submission": 3, "never graded": 0}, "feedback written for 1 student; skipped 3: 3 no submission"),
-    (0, {"no submission": 2}, "feedback written for 0 students; skipped 2: 2 no submission"),
+    (1, {"no submission": 3, "never graded": 0}, "feedback written for 1 student; skipped 3 students: no submission: 3"),
+    (0, {"no submission": 2}, "feedback written for 0 students; skipped 2 students: no submission: 2"),
+    # two students whose written answers await: the count is of students, not of answers
+    (3, {AWAITING_FEEDBACK: 2}, f"feedback written for 3 students; skipped 2 students: {AWAITING_FEEDBACK}: 2"),
 ])
 def test_count_line(written, skipped, line):
     assert count_line(written, skipped) == line

@@ -362,3 +362,5 @@ def test_feedback_never_shows_hidden_tests(graded):
         assert "HIDDEN TESTS" not in html and "run_hidden_check" not in html, page
     barely = (feedback / "barely-trained" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
     assert "exact-match accuracy" in barely
+    # the page, not a copy of the release's 200 KB corpus beside it in every student's folder
+    assert not list(feedback.rglob("toy_corpus.json"))

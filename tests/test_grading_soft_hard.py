@@ -14,9 +14,9 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from attention_course.grading.course import Course
+from attention_course.grading.course import Course, CourseError
 from attention_course.grading.grade import NotebookResult
-from attention_course.grading.nbgrader_bridge import COURSE_ID, results_path
+from attention_course.grading.nbgrader_bridge import COURSE_ID, GRADER_NOTE, results_path
 from grading_support import assert_points_and_flags, filled, graded_batch, released_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,6 +127,12 @@ SAMPLES = {
         answers(softmax="def softmax(scores, dim=-1):\n    return scores"),
         {"edits": {"test-softmax": "pass"}}, points("test-softmax"), ["test cell test-softmax: edited"]),
     "unanswered": ({}, {}, points(*FULL), []),
+    # two scratch cells comparing with torch's own softmax (refused while the grader grades): no cost, and the
+    # feedback page explains the refusal once, in plain view
+    "scratch-cells-use-torch-softmax": (answers(), {"extra_cells": [
+        "print(torch.softmax(torch.tensor([1.0, 2.0, 3.0]), dim=-1))",
+        "print(torch.allclose(softmax(torch.tensor([1.0, 2.0])), torch.softmax(torch.tensor([1.0, 2.0]), -1)))"]},
+        points(), []),
 }
 BROKEN_FILES = {"empty-file": b"", "not-a-notebook": b"{this is not json", "missing-notebook": None}
 
@@ -192,12 +198,33 @@ def test_feedback_never_shows_hidden_tests(graded):
     # and it does show the student why a test failed
     bug = (feedback / "no-max-subtraction" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
     assert "NaN" in bug or "infinity" in bug
+    assert "hint: subtract the largest score" in bug  # and how to fix it: the visible test's hint
+
+
+def test_feedback_explains_a_refused_scratch_cell_once_in_plain_view(graded):
+    course, _ = graded
+    course.feedback(ASSIGNMENT)
+    page = (course.root / "feedback" / "scratch-cells-use-torch-softmax" / ASSIGNMENT / f"{ASSIGNMENT}.html")
+    html = page.read_text(encoding="utf-8")
+    assert html.count("ForbiddenOperation") == 2  # both scratch cells' errors are shown
+    assert html.count("the error below costs no points by itself") == 1  # the why, once
+    note = html.index("the error below costs no points by itself")
+    assert note < html.index("ForbiddenOperation")  # before the first refusal, not after it off-screen
+    assert max(len(line) for line in GRADER_NOTE.splitlines()) <= 72  # lines a phone shows whole
+    assert "white-space: pre-wrap" in html  # and an error's long line wraps instead of scrolling sideways
 
 
 def test_grades_export_to_csv(graded, tmp_path):
     course, _ = graded
     csv = course.export(tmp_path / "grades.csv")[0].read_text()
     assert "correct-other-style" in csv and ",10.0," in csv
+
+
+def test_a_canvas_export_of_a_class_not_from_canvas_says_how_to_get_one(graded, tmp_path):
+    course, _ = graded  # (graded from nbgrader's layout, submitted/<student>/: nobody in it is a Canvas student)
+    with pytest.raises(CourseError, match=r"none of the \d+ graded students came from Canvas.*--zip.*--format nbgrader"):
+        course.export(tmp_path / "canvas.csv", fmt="canvas")
+    assert not (tmp_path / "canvas.csv").exists()
 
 
 def test_solutions_never_reach_the_sandbox_program(graded):

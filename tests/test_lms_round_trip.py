@@ -160,6 +160,7 @@ def test_moodle_feedback_for_everyone_in_a_zip_moodle_matches_to_participants(mo
     assert (moodle["course"] / "feedback" / "soft-hard-moodle.zip").stat().st_size < 31 * 100_000
     chloe = bundle.read("Chloé Dubois_500008_assignsubmission_file/soft-hard-feedback.html").decode()
     assert "could not be graded" in chloe and "report.pdf" in chloe and "0 points" in chloe
+    assert "<code>soft-hard.ipynb</code>" in chloe and ".ipynb)" not in chloe  # the notebook's name, once
     absent = bundle.read("Wang Fang_500031_assignsubmission_file/soft-hard-feedback.html").decode()
     assert "no submission" in absent
 

@@ -25,6 +25,9 @@ require(path.join(root, 'node-main.js')).init({
   let failed = 0;
   for (const page of pages) {
     try {
+      // The SVG output keeps the stylesheet it made for the first page and, finding it already placed
+      // there, would give no later page one: each page gets its own.
+      MathJax.startup.output.svgStyles = null;
       const document = mathjax.document(fs.readFileSync(page, 'utf8'),
         {InputJax: MathJax.startup.input, OutputJax: MathJax.startup.output});
       document.render();

@@ -122,6 +122,10 @@ class Check:
     # points are on such checks (DESIGN.md § Assignments).
     new: bool = False
     solution_cells: tuple[str, ...] = ()
+    # (part of a visible case's label, what to look at when that case fails): the hint of the visible test
+    # the case mirrors, in the notebook's words (tests/test_check.py holds the two to the same words). Only
+    # visible cases get one: a hint never speaks of a hidden case's inputs.
+    hints: tuple[tuple[str, str], ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """``attention-course``: one command for each student and instructor workflow.
 
 Students:
-  attention-course check NOTEBOOK          run the notebook and its visible tests; exit 1 on any failure
+  attention-course check NOTEBOOK          check the notebook as the grader will (its runner, stand-ins, rules
+                                           and limits), on the visible cases; names the points graded by hand;
+                                           exit 1 when a check fails
 
 Instructors (COURSE is an nbgrader course directory, default ./course; `release` creates it):
   attention-course release [--course COURSE] [--exercises DIR] [--assignment A] [--force]
@@ -36,56 +38,6 @@ import tempfile
 from pathlib import Path
 
 from attention_course.grading import sandbox
-
-
-def _test_cells(notebook):
-    for cell in notebook.cells:
-        meta = cell.metadata.get("nbgrader") or {}
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            yield meta["grade_id"], float(meta.get("points", 0)), cell
-
-
-def check(notebook_path: Path, timeout: int) -> int:
-    """Run a student's notebook top to bottom; report each test cell; non-zero exit on any failure."""
-    import nbclient
-    import nbformat
-
-    if not notebook_path.is_file():
-        print(f"no such notebook: {notebook_path}", file=sys.stderr)
-        return 2
-    try:
-        notebook = nbformat.read(notebook_path, as_version=4)
-    except (ValueError, UnicodeDecodeError, nbformat.reader.NotJSONError) as error:
-        print(f"{notebook_path} is not a notebook that Jupyter can open ({str(error).splitlines()[0][:120] if str(error) else type(error).__name__})",
-              file=sys.stderr)
-        return 2
-    client = nbclient.NotebookClient(notebook, timeout=timeout, allow_errors=True, kernel_name="python3",
-                                     resources={"metadata": {"path": str(notebook_path.parent.resolve())}})
-    try:
-        client.execute()
-    except nbclient.exceptions.CellTimeoutError as error:
-        print(f"a cell ran longer than {timeout} s: {str(error).splitlines()[0]}", file=sys.stderr)
-    tests = list(_test_cells(notebook))
-    if not tests:
-        print("this notebook has no test cells (is it one of the course's exercises?)", file=sys.stderr)
-        return 2
-    earned = total = 0.0
-    failed = 0
-    width = max(len(g) for g, _, _ in tests)
-    for grade_id, points, cell in tests:
-        errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
-        ran = cell.get("execution_count") is not None
-        total += points
-        if ran and not errors:
-            earned += points
-            print(f"  passed  {grade_id:<{width}}  {points:g} points")
-        else:
-            failed += 1
-            reason = (f"{errors[0].ename}: {errors[0].evalue}" if errors else "did not run").strip()
-            print(f"  FAILED  {grade_id:<{width}}  {points:g} points\n          " + reason.replace("\n", "\n          "))
-    print(f"\n{earned:g} of {total:g} points from the visible tests"
-          + ("; hidden tests run when your instructor grades." if not failed else f"; {failed} test(s) failed."))
-    return 1 if failed else 0
 
 
 def release(course_dir: Path, exercises: Path | None, verify: bool, force: bool = False,
@@ -196,9 +148,12 @@ def grade(course_dir: Path, assignment: str, zip_path: Path | None, jobs: int | 
         name = s.name + " " * (names - _columns(s.name))
         print(f"{s.student:<{width}}  {name}  {s.score:>4g}/{s.max_score:<4g}  {s.seconds:7.1f}  {notes}")
     flagged = [s for s in summaries if any(not f.startswith("unchanged since") for f in s.flags)]
+    unchanged = sum(1 for s in summaries if any(f.startswith("unchanged since") for f in s.flags))
     mean = sum(s.score for s in summaries) / len(summaries)
-    print(f"\n{len(summaries)} student{'s' if len(summaries) != 1 else ''} graded, mean {mean:.2f}; {len(flagged)} with notes above "
-          f"(flagged in formgrader). Gradebook: {gradebook_location(course.root)}; "
+    print(f"\n{len(summaries)} student{'s' if len(summaries) != 1 else ''} graded, mean {mean:.2f}; "
+          + (f"{len(flagged)} flagged for a look (their notes above; flagged in formgrader)" if flagged else "none flagged")
+          + (f"; {unchanged} not graded again (unchanged since the last grade)" if unchanged else "")
+          + f". Gradebook: {gradebook_location(course.root)}; "
           f"report: {course.root / 'reports' / assignment / 'index.html'} (and {assignment}.csv beside it)")
     awaiting = [s for s in summaries if s.awaiting]
     if awaiting:
@@ -287,9 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="attention-course", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    p = commands.add_parser("check", help="run a notebook with its visible tests")
+    p = commands.add_parser("check", help="check a notebook as the grader will, on the visible cases")
     p.add_argument("notebook", type=Path)
-    p.add_argument("--timeout", type=int, default=600, help="seconds a cell may run")
+    p.add_argument("--cell-cpu-seconds", type=float, default=None,
+                   help="CPU seconds a cell may use (default: the grader's own limit)")
     p = commands.add_parser("release", help="create the course (or update it): generate the exercises, verify the solutions")
     p.add_argument("--course", type=Path, default=Path("course"))
     p.add_argument("--exercises", type=Path, default=None, help="also copy the student notebooks here")
@@ -356,7 +312,8 @@ def _run(args) -> int:
 
     try:
         if args.command == "check":
-            return check(args.notebook, args.timeout)
+            from attention_course.grading.student_check import check
+            return check(args.notebook, args.cell_cpu_seconds)
         if args.command == "release":
             return release(args.course, args.exercises, verify=not args.no_verify, force=args.force,
                            only=args.assignment)

@@ -112,6 +112,13 @@ def export_grades(layout: Layout, destination: Path, fmt: str = "nbgrader", assi
         text, left_out = lms.moodle_worksheet(assignment_grades, roster_table(layout, name), totals)
         skipped += left_out
     elif fmt == "canvas":
+        if not any(g.student.startswith("canvas-") for assignment_grades in grades.values() for g in assignment_grades):
+            graded = sorted({g.student for assignment_grades in grades.values() for g in assignment_grades})
+            raise CourseError(
+                f"not exported: none of the {len(graded)} graded students came from Canvas (they were graded from "
+                f"{layout.root / 'submitted'}, e.g. {graded[0] if graded else '?'}), so a Canvas gradebook would have no "
+                "one in it. Grade a Canvas submissions download instead (`attention-course grade ASSIGNMENT --zip "
+                "submissions.zip --roster gradebook-export.csv`), or export with `--format nbgrader`")
         identities: dict[str, lms.Student] = {}
         for name in grades:
             identities.update(read_people(layout, name))

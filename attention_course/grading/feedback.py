@@ -16,7 +16,7 @@ from nbgrader.preprocessors import GetGrades
 
 from attention_course.grading import feedback_pages, lms
 from attention_course.grading.errors import CourseError
-from attention_course.grading.grade import NotebookResult
+from attention_course.grading.grade import NotebookResult, data_files
 from attention_course.grading.intake import intake_notes, people as read_people, read_intake, students as all_students
 from attention_course.grading.layout import Layout
 from attention_course.grading.nbgrader_bridge import HideHiddenTests, written_cells
@@ -58,6 +58,7 @@ def feedback(layout: Layout, assignment: str) -> FeedbackReport:
         result = layout.api(config).generate_feedback(assignment, force=True)
         if not result["success"]:
             raise RuntimeError(f"nbgrader generate_feedback failed:\n{result['log']}")
+        _drop_release_data(layout, assignment)
     people, intake = read_people(layout, assignment), read_intake(layout, assignment)
     awaiting = {student for student, grades in all_written(layout, assignment).items() if any(g.awaiting for g in grades)
                 } if any(written_cells(layout.released(assignment, nb)) for nb in notebooks) else set()
@@ -89,9 +90,9 @@ def feedback(layout: Layout, assignment: str) -> FeedbackReport:
                     reasons = [f for f in intake_notes(layout, assignment, student, intake) if not f.startswith("late")]
                     reasons += [f for f in result.flags if not reasons or f != "missing notebook"]
                     received = (intake["students"].get(student) or {}).get("others", [])
-                    page.write_text(feedback_pages.problem_page(f"{assignment} ({nb}.ipynb)",
-                                                                (person.name if person else "") or student,
-                                                                reasons or ["no notebook was received"], received),
+                    page.write_text(feedback_pages.problem_page(assignment, (person.name if person else "") or student,
+                                                                reasons or ["no notebook was received"], received,
+                                                                notebook=f"{nb}.ipynb"),
                                     encoding="utf-8")
             report.written += 1
             written.append((student, pages))
@@ -119,3 +120,12 @@ def feedback(layout: Layout, assignment: str) -> FeedbackReport:
     for path in report.zips:
         path.with_name(path.name + ".partial").replace(path)
     return report
+
+
+def _drop_release_data(layout: Layout, assignment: str) -> None:
+    """nbgrader copies every file of the autograded folder beside each feedback page, the release's data
+    files too (a 250 KB corpus a student already has): those copies are removed."""
+    released = {path.name for path in data_files(layout.release_folder(assignment))}
+    for copy in (layout.root / "feedback").glob(f"*/{assignment}/*"):
+        if copy.name in released and copy.is_file():
+            copy.unlink()

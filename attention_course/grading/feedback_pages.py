@@ -89,6 +89,20 @@ def drop_remote_mathjax(html: str) -> str:
     return _SCRIPT.sub(drop, html)
 
 
+WRAP_ID = "course-wrapped-outputs"
+_WRAP_STYLE = (f'<style id="{WRAP_ID}">.output_area pre, .output_subarea pre '
+               "{ white-space: pre-wrap; overflow-wrap: anywhere; }</style>\n")
+
+
+def wrapped_outputs(html: str) -> str:
+    """``html`` with its outputs' long lines wrapped (nbgrader's page scrolls them sideways, where a phone
+    hides the end of a message: the expected value, the hint). Idempotent."""
+    if f'id="{WRAP_ID}"' in html:
+        return html
+    head_end = _HEAD_END.search(html)
+    return html[:head_end.start()] + _WRAP_STYLE + html[head_end.start():] if head_end else _WRAP_STYLE + html
+
+
 def typeset(pages: list[Path], batch: int = 200) -> list[Path]:
     """Typeset the math of nbgrader's feedback ``pages`` to SVG, in place, with Node and the MathJax of
     ``web/`` (one process per ``batch`` pages): the pages then need no script to show their math, and
@@ -96,7 +110,7 @@ def typeset(pages: list[Path], batch: int = 200) -> list[Path]:
     first. Returns the pages that could not be typeset (all of them without Node): give those
     :func:`offline_math`."""
     for page in pages:
-        page.write_text(drop_remote_mathjax(page.read_text(encoding="utf-8")), encoding="utf-8")
+        page.write_text(wrapped_outputs(drop_remote_mathjax(page.read_text(encoding="utf-8"))), encoding="utf-8")
     node = shutil.which("node")
     if node is None or not TYPESETTER.is_file() or not MATHJAX_BUNDLE.is_file():
         return list(pages)
@@ -150,10 +164,12 @@ code { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; 
 """
 
 
-def problem_page(assignment: str, student_label: str, reasons: list[str], files: list[str]) -> str:
-    """A standalone page telling a student why their submission for ``assignment`` was not graded."""
+def problem_page(assignment: str, student_label: str, reasons: list[str], files: list[str],
+                 notebook: str | None = None) -> str:
+    """A standalone page telling a student why their submission for ``assignment`` (its notebook ``notebook``,
+    by default ``<assignment>.ipynb``) was not graded."""
     a = html_escaping.escape(assignment)
-    notebook = html_escaping.escape(f"{assignment}.ipynb")
+    notebook = html_escaping.escape(notebook or f"{assignment}.ipynb")
     student = html_escaping.escape(student_label)
     reason_items = "\n".join(f"    <li>{html_escaping.escape(reason)}</li>" for reason in reasons)
     why = f"  <ul>\n{reason_items}\n  </ul>" if reasons else '  <p class="muted">No reason was recorded.</p>'
@@ -182,7 +198,7 @@ def problem_page(assignment: str, student_label: str, reasons: list[str], files:
     <li>Open the assignment's notebook, <code>{notebook}</code>, in JupyterLab and save it.</li>
     <li>Download it with <strong>File &gt; Download</strong>; keep the name <code>{notebook}</code>.</li>
     <li>Before you submit, run <code>attention-course check {notebook}</code>:
-      it runs the notebook and its visible tests, and should pass.</li>
+      it checks the notebook as the grader will, on the visible cases, and should pass.</li>
     <li>Submit that notebook, <code>{notebook}</code>.</li>
   </ol>
   <p>If something is unclear or the check fails in a way you cannot fix, ask the instructor.</p>
@@ -193,10 +209,11 @@ def problem_page(assignment: str, student_label: str, reasons: list[str], files:
 
 
 def count_line(written: int, skipped: dict[str, int]) -> str:
-    """``feedback written for 28 students; skipped 2: 1 never graded, 1 no submission``."""
+    """``feedback written for 28 students; skipped 2 students: never graded: 1, no submission: 1``."""
     line = f"feedback written for {written} student{'' if written == 1 else 's'}"
     reasons = {reason: count for reason, count in skipped.items() if count}
     if not reasons:
         return line
-    details = ", ".join(f"{count} {reason}" for reason, count in reasons.items())
-    return f"{line}; skipped {sum(reasons.values())}: {details}"
+    total = sum(reasons.values())
+    details = ", ".join(f"{reason}: {count}" for reason, count in reasons.items())
+    return f"{line}; skipped {total} student{'' if total == 1 else 's'}: {details}"

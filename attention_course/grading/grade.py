@@ -16,6 +16,7 @@ nbgrader step turns into test-cell outputs and gradebook scores.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import marshal
@@ -77,6 +78,20 @@ def case_generator(seed: int, grade_id: str) -> torch.Generator:
     """The generator of one check's hidden cases: a function of the course seed and the grade id only."""
     digest = hashlib.sha256(f"{seed}:{grade_id}".encode()).digest()
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "big") & (2**63 - 1))
+
+
+def visible_only(checks: dict[str, Check]) -> dict[str, Check]:
+    """The same checks with their visible cases only: what ``attention-course check`` runs on a student's
+    machine (the grader's runner, stand-ins, rules and limits; none of the hidden cases). A check with no
+    visible case (a trained model measured on new sentences) keeps its cases, drawn from ``check``'s own
+    seed, never the course's: they are a fresh draw of the same kind, as good a practice as a visible one."""
+    def visible(check: Check):
+        def make_cases(generator):
+            cases = check.make_cases(generator)
+            shown = [case for case in cases if not case.hidden]
+            return shown or [dataclasses.replace(case, hidden=False) for case in cases]
+        return make_cases
+    return {grade_id: dataclasses.replace(check, make_cases=visible(check)) for grade_id, check in checks.items()}
 
 
 def plan_cases(checks: dict[str, Check], seed: int) -> list[tuple[str, Check, Case]]:

@@ -160,6 +160,7 @@ class ApplyVerdicts(NbGraderPreprocessor):
         path = results_path(Path(self.results_dir), info["assignment"], info["student"], info["notebook"])
         result = NotebookResult.load(path) if path.is_file() else None
         unused_runs = list(result.cells) if result else []
+        explained = False  # the first cell the grader's rules stopped says why, in plain words, once a page
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue
@@ -174,7 +175,8 @@ class ApplyVerdicts(NbGraderPreprocessor):
                 run = next((r for r in unused_runs if r.get("source", "").strip() == cell.source.strip()), None)
                 if run is not None:
                     unused_runs.remove(run)
-                    cell.outputs = self._run_outputs(run)
+                    cell.outputs, said = self._run_outputs(run, explain=not explained)
+                    explained = explained or said
         return nb, resources
 
     @staticmethod
@@ -185,18 +187,28 @@ class ApplyVerdicts(NbGraderPreprocessor):
                            traceback=["TestFailed: " + line for line in check["message"].splitlines()])]
 
     @staticmethod
-    def _run_outputs(run: dict) -> list:
-        outputs = []
+    def _run_outputs(run: dict, explain: bool = True) -> tuple[list, bool]:
+        """The outputs of a cell as the sandboxed run left them, and whether they explain the grader's rules
+        (before the first error those rules caused: in short lines a phone shows whole, where the error's
+        own text is one long line)."""
+        outputs, explained = [], False
         if run.get("stdout"):
             outputs.append(new_output("stream", name="stdout", text=run["stdout"]))
         if run.get("status") != "ok":
             error = str(run.get("error"))
-            if refused_by_grader(error):
-                error += ("\n(While it grades, the grader switches off PyTorch's softmax and its relatives and "
-                          "refuses a few things such as starting programs. This error costs no points by itself: "
-                          "the rest of the cell ran, and only the graded functions are tested.)")
+            if refused_by_grader(error) and explain:
+                outputs.append(new_output("stream", name="stdout", text=GRADER_NOTE))
+                explained = True
             outputs.append(new_output("error", ename="CellError", evalue=error, traceback=[error]))
-        return outputs
+        return outputs, explained
+
+
+GRADER_NOTE = """\
+Note from the grader: the error below costs no points by itself.
+While it grades, the grader switches off PyTorch's softmax and its
+relatives, and refuses a few things such as starting programs.
+Only the graded functions earn points, tested by the grader's own calls.
+"""
 
 
 def autograde_config(root: Path, results_dir: Path, assignment: str, student: str) -> Config:

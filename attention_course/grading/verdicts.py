@@ -40,6 +40,7 @@ class CaseVerdict:
     hidden: bool
     reason: str = ""
     flag: str = ""  # for the summary's flags (see Reason)
+    hint: str = ""  # toward the fix, for a visible case (Check.hints)
 
 
 @dataclass
@@ -54,15 +55,19 @@ class CheckVerdict:
         return bool(self.cases) and all(case.passed for case in self.cases)
 
     def message(self) -> str:
-        failed = [c for c in self.cases if not c.passed]
+        """What the student reads: the failed cases, those they can run themselves (the visible ones) first,
+        each with why; then the hints of the failed cases, each once."""
+        count = f"{len(self.cases)} case" + ("" if len(self.cases) == 1 else "s")
+        failed = sorted((c for c in self.cases if not c.passed), key=lambda c: c.hidden)
         if not failed:
-            return f"passed: {self.what} ({len(self.cases)} cases)"
-        lines = [f"failed {len(failed)} of {len(self.cases)} cases: {self.what}"]
+            return f"passed: {self.what} ({count})"
+        lines = [f"failed {len(failed)} of {count}: {self.what}"]
         for case in failed[:5]:
             kind = "hidden case" if case.hidden else "case"
             lines.append(f"- {kind} '{case.label}': {case.reason}")
         if len(failed) > 5:
             lines.append(f"- and {len(failed) - 5} more")
+        lines += [f"hint: {hint}" for hint in dict.fromkeys(c.hint for c in failed if c.hint)]
         return "\n".join(lines)
 
 
@@ -171,7 +176,8 @@ def shortcut_names(operators: tuple[str, ...]) -> str:
 
 
 def judge_case(check: Check, case: Case, outcome: Outcome | None) -> CaseVerdict:
-    verdict = CaseVerdict(label=case.label, passed=False, hidden=case.hidden)
+    hint = "" if case.hidden else next((hint for part, hint in check.hints if part in case.label), "")
+    verdict = CaseVerdict(label=case.label, passed=False, hidden=case.hidden, hint=hint)
     if outcome is None:
         verdict.reason = "no result: the notebook stopped (crashed, exited or ran out of time) before this call finished"
         return verdict

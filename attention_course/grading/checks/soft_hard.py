@@ -96,6 +96,7 @@ def soft_attention_cases(g: torch.Generator) -> list[Case]:
         _soft_case("scores [2, 1, 0] over values [[1, 0], [0, 1], [1, 1]]", scores, values, None, hidden=False),
         _soft_case("a batch of two: scores [[2, 1, 0], [0, 3, 1]] (weights normalised over each row)",
                    batch_scores, batch_values, None, hidden=False),
+        _soft_case("scores [2, 1, 0] at temperature 0.01 (nearly hard attention)", scores, values, 0.01, hidden=False),
     ]
     for dtype, leading_dims, temperature in ((torch.float32, 1, None), (torch.float64, 2, 0.5), (torch.float32, 2, 3.0),
                                              (torch.float64, 1, None), (torch.float64, 0, 2.0)):

@@ -284,6 +284,19 @@ def visible_tiled_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             torch.randn(1, 5, 2, generator=generator))
 
 
+def visible_tiled_prefix_and_far() -> tuple[tuple, tuple]:
+    """The visible test's two other examples, drawn as the notebook draws them after its first one: two
+    queries after a prefix (S = 6), and keys 0-5 that no query sees holding infinity (the queries at 9-11,
+    window 2)."""
+    generator = torch.Generator().manual_seed(11)
+    queries = torch.randn(1, 5, 3, generator=generator)
+    torch.randn(1, 5, 3, generator=generator), torch.randn(1, 5, 2, generator=generator)
+    more_keys, more_values = torch.randn(1, 6, 3, generator=generator), torch.randn(1, 6, 2, generator=generator)
+    far_keys, far_values = torch.randn(1, 12, 3, generator=generator), torch.randn(1, 12, 2, generator=generator)
+    far_keys[:, :6], far_values[:, :6] = math.inf, math.inf
+    return (queries[:, :2].clone(), more_keys, more_values), (queries[:, :3].clone(), far_keys, far_values)
+
+
 def _qkv(g: torch.Generator, dtype, batch: int, num_queries: int, num_keys: int, d: int, d_v: int, scale: float = 1.5):
     return (normal(g, batch, num_queries, d, dtype=dtype, scale=scale), normal(g, batch, num_keys, d, dtype=dtype, scale=scale),
             normal(g, batch, num_keys, d_v, dtype=dtype))
@@ -291,8 +304,12 @@ def _qkv(g: torch.Generator, dtype, batch: int, num_queries: int, num_keys: int,
 
 def tiled_attention_cases(g: torch.Generator) -> list[Case]:
     queries, keys, values = visible_tiled_inputs()
+    prefix, far = visible_tiled_prefix_and_far()
     cases = [_tiled_case("the notebook's example, self-attention", queries, keys, values, 2, hidden=False),
-             _tiled_case("the notebook's example, window 2", queries, keys, values, 3, window=2, hidden=False)]
+             _tiled_case("the notebook's example, window 2", queries, keys, values, 3, window=2, hidden=False),
+             _tiled_case("the notebook's example: T = 2 queries after a prefix of 4", *prefix, 2, hidden=False),
+             _tiled_case("the notebook's example: keys and values 0-5, which no query sees, hold infinity", *far, 2,
+                         window=2, hidden=False)]
 
     def draw(dtype, num_queries, num_keys, batch=None, d=None, d_v=None, scale=1.5):
         return _qkv(g, dtype, batch or integer(g, 1, 2), num_queries, num_keys, d or integer(g, 2, 5),
