@@ -113,7 +113,8 @@ def check(path: Path, cpu_seconds: float | None = None, out=sys.stdout) -> int:
         print(tr("{points} more points are graded by hand by your instructor: {cells}.").format(
             points=f"{sum(by_hand.values()):g}", cells=", ".join(f"{g} ({p:g})" for g, p in by_hand.items())), file=out)
     print(tr("Hidden cases run when your instructor grades: a check passes only if they pass too.") if not failed else
-          tr("{failed} check(s) failed: fix the first one first (its hint says where to look), then check again.").format(
+          tr("{failed} check(s) failed: start with the first; the lines under it say what was expected, what your "
+             "code did and, where the visible test has one, a hint.").format(
               failed=failed), file=out)
     return 1 if failed else 0
 

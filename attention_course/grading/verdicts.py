@@ -188,7 +188,9 @@ def judge_case(check: Check, case: Case, outcome: Outcome | None) -> CaseVerdict
         verdict.reason = f"the call did not finish: {outcome.error}"
         return verdict
     if outcome.status != "ok":
-        verdict.reason = f"the call raised {outcome.error}"
+        error = (outcome.error or "").strip().rstrip(":")
+        verdict.reason = f"the call raised {error}" + (" (the answer is not written yet)"
+                                                       if error == "NotImplementedError" else "")
         return verdict
     try:
         got = rebuild(outcome.returned)
