@@ -34,7 +34,8 @@ PACKAGE_SOURCES = {
     "figures": [("attention_course/figures/*.py", "python")],
     "widgets": [("attention_course/widgets/*.py", "python"), ("attention_course/widgets/*.js", "javascript")],
     "book": [("book/_ext/*.py", "python"), ("book/_ext/reader_static/*.js", "javascript")],
-    "grading": [("attention_course/grading/report_page.py", "python"), ("attention_course/grading/student_check.py", "python")],
+    "grading": [("attention_course/grading/report_page.py", "python"), ("attention_course/grading/student_check.py", "python"),
+                ("attention_course/grading/verdicts.py", "python")],
 }
 KEYWORDS = {"python": {"tr": None, "N_": None}, "javascript": {"t": None, "N_": None}}
 # What Sphinx's gettext builder writes for the messages of the HTML templates (book/_ext/templates).

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from attention_course.grading.cases import Case, Check
+from attention_course.i18n import translator
 
 FORBIDDEN_REASON = "uses a forbidden shortcut: "
 _ALLOWED_DTYPES = {"<f4", "<f8", "<f2", "<i8", "<i4", "<i2", "|i1", "|u1", "|b1"}
@@ -54,20 +55,22 @@ class CheckVerdict:
     def passed(self) -> bool:
         return bool(self.cases) and all(case.passed for case in self.cases)
 
-    def message(self) -> str:
-        """What the student reads: the failed cases, those they can run themselves (the visible ones) first,
-        each with why; then the hints of the failed cases, each once."""
-        count = f"{len(self.cases)} case" + ("" if len(self.cases) == 1 else "s")
+    def message(self, language: str = "en") -> str:
+        """What the student reads, in ``language`` (that of the notebook submitted): the failed cases, those they
+        can run themselves (the visible ones) first, each with why; then the hints of the failed cases, each once.
+        (The cases' labels and reasons are the grader's technical English in both languages.)"""
+        tr = translator(language, "grading")
+        count = (tr("1 case") if len(self.cases) == 1 else tr("{count} cases").format(count=len(self.cases)))
         failed = sorted((c for c in self.cases if not c.passed), key=lambda c: c.hidden)
         if not failed:
-            return f"passed: {self.what} ({count})"
-        lines = [f"failed {len(failed)} of {count}: {self.what}"]
+            return tr("passed: {what} ({count})").format(what=self.what, count=count)
+        lines = [tr("failed {failed} of {count}: {what}").format(failed=len(failed), count=count, what=self.what)]
         for case in failed[:5]:
-            kind = "hidden case" if case.hidden else "case"
-            lines.append(f"- {kind} '{case.label}': {case.reason}")
+            kind = tr("- hidden case '{label}': {reason}") if case.hidden else tr("- case '{label}': {reason}")
+            lines.append(kind.format(label=case.label, reason=case.reason))
         if len(failed) > 5:
-            lines.append(f"- and {len(failed) - 5} more")
-        lines += [f"hint: {hint}" for hint in dict.fromkeys(c.hint for c in failed if c.hint)]
+            lines.append(tr("- and {more} more").format(more=len(failed) - 5))
+        lines += [tr("hint: {hint}").format(hint=hint) for hint in dict.fromkeys(c.hint for c in failed if c.hint)]
         return "\n".join(lines)
 
 
