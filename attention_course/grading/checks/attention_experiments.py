@@ -461,15 +461,33 @@ def evidence_cases(g: torch.Generator) -> list[Case]:
 CHECKS = [
     Check("test-exact-match", 3, "exact_match gives the share of pairs whose greedy translation by the model it is "
           "given is exactly the reference", exact_match_cases, _number_reference, compare=_number_verdict, phase="open",
-          new=True, solution_cells=("exact_match",)),
+          new=True, solution_cells=("exact_match",),
+          hints=(
+              ("translations right: a model of the grader's",
+               "pair 4 is a word short and pair 5 a word too long, so both are wrong"),
+          )),
     Check("test-agreement", 4, "attention_agreement gives, teacher-forced with the reference translations, the share "
           "of target words whose attention weights are largest on a source word they translate", agreement_cases,
-          _number_reference, compare=_number_verdict, phase="open", new=True, solution_cells=("attention_agreement",)),
+          _number_reference, compare=_number_verdict, phase="open", new=True, solution_cells=("attention_agreement",),
+          hints=(
+              ("the true alignments",
+               "Feed the reference words (teacher forcing), not the model's own guesses, leave out the EOS step, "
+               "and pool the words of all pairs"),
+          )),
     Check("test-trained", 3, f"attention_model and plain_model are the models of section 1, trained (at least "
           f"{ATTENTION_THRESHOLD:.0%} and {PLAIN_THRESHOLD:.0%} of new sentences exactly right)", trained_cases,
-          _no_reference, compare=_trained_verdict, phase="open"),
+          _no_reference, compare=_trained_verdict, phase="open",
+          hints=(
+              ("attention_model and plain_model",
+               "train it as section 1 says (torch.manual_seed(0) first, then build_model and train)"),
+          )),
     Check("test-evidence", 6, f"every number in results is what your two models give when the grader measures them "
           f"itself (within {TOLERANCE:g}), or what your own measurement function gives on them when the grader calls "
           f"it, if that is within {WIDE:g} of the grader's measurement", evidence_cases, _no_reference, compare=_evidence_verdict, phase="open",
-          new=True, solution_cells=("experiments",)),
+          new=True, solution_cells=("experiments",),
+          hints=(
+              ("results, against the grader's own measurements",
+               "results['attention_in_range'] is not exact_match(attention_model, test_pairs): report what the "
+               "models give"),
+          )),
 ]

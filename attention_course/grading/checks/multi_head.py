@@ -415,14 +415,41 @@ def cached_attention_cases(g: torch.Generator) -> list[Case]:
 CHECKS = [
     Check("test-scaled-dot-product", 2, "scaled_dot_product divides the scores by sqrt(d), hides what the mask "
           "hides (weights exactly 0) and works on any number of leading axes",
-          scaled_dot_product_cases, lambda case: scaled_dot_product(*case.args)),
+          scaled_dot_product_cases, lambda case: scaled_dot_product(*case.args),
+          hints=(
+              ("values 10, 20, 30, no mask",
+               "divide the dot products by the square root of d instead"),
+              ("with the mask [[[True, True, False]]]",
+               "mask the scores before the softmax (masked_softmax(scores, mask)), not the weights after it"),
+          )),
     Check("test-multi-head", 4, "MultiHeadAttention projects, splits the features into heads, attends in every head, "
           "concatenates and projects: what nn.MultiheadAttention computes with the same weights",
-          multi_head_cases, _multi_head_reference),
+          multi_head_cases, _multi_head_reference,
+          hints=(
+              ("W_o swapping the two heads",
+               "split the last axis into heads: x.reshape(B, S, h, d_head).transpose(1, 2), not x.reshape(B, h, S, "
+               "d_head)"),
+              ("W_o swapping the two heads",
+               "put the heads back side by side with heads.transpose(1, 2).reshape(B, Q, d_model)"),
+          )),
     Check("test-grouped-query", 4, "GroupedQueryAttention shares each key/value head among num_heads / num_kv_heads "
           "consecutive query heads, with per-head masks", grouped_query_cases, _grouped_reference,
-          new=True, solution_cells=("GroupedQueryAttention",)),
+          new=True, solution_cells=("GroupedQueryAttention",),
+          hints=(
+              ("num_kv_heads=2: the notebook's example",
+               "query heads 1 and 3 share a key/value head, and so do 2 and 4: that is Tensor.repeat's order. Query "
+               "head i must use key/value head i // (num_heads // num_kv_heads): heads 1 and 2 share key/value head "
+               "1, heads 3 and 4 share key/value head 2 (copies next to each other)"),
+          )),
     Check("test-cached-attention", 4, "CachedSelfAttention gives the new tokens exactly the outputs of the full causal "
           "self-attention over the whole sequence, and returns the cache with their keys and values appended",
-          cached_attention_cases, _cached_reference, new=True, solution_cells=("CachedSelfAttention",)),
+          cached_attention_cases, _cached_reference, new=True, solution_cells=("CachedSelfAttention",),
+          hints=(
+              ("the first 3 tokens with no cache",
+               "causal self-attention among them (token t sees tokens 0 … t)"),
+              ("token 4 with the cache of the first 3",
+               "new token t sits at position P + t and sees positions 0 … P + t (here all 4 tokens)"),
+              ("token 4 with the cache of the first 3",
+               "the cache (B, h, P, d_head) grows along the sequence axis: torch.cat([past_keys, new_keys], dim=2)"),
+          )),
 ]

@@ -457,21 +457,60 @@ def translate_cases(g: torch.Generator) -> list[Case]:
 
 CHECKS = [
     Check("test-masked-softmax", 1, "masked_softmax gives a softmax over each sentence's real positions and "
-          "exactly 0 beyond its length", masked_softmax_cases, _masked_softmax_reference),
+          "exactly 0 beyond its length", masked_softmax_cases, _masked_softmax_reference,
+          hints=(
+              ("with lengths [2, 3]",
+               "fill the padded scores with -inf"),
+              ("[[1e4, 0, -1e4]] with lengths [3]",
+               "subtract the largest score before exp"),
+          )),
     Check("test-additive-attention", 2, "AdditiveAttention scores w_v^T tanh(W_q q + W_k h_j), masks beyond each "
           "length, and returns the weighted sum of the keys with the weights", additive_attention_cases,
-          _additive_reference),
+          _additive_reference,
+          hints=(
+              ("the notebook's example: query (1, 2)",
+               "your scores are not w_v^T tanh(W_q q + W_k h_j) for every position (shape (B, S)), or lengths did "
+               "not reach masked_softmax"),
+          )),
     Check("test-decoder-step", 2, "one decoder step attends with H_{i-1} (the previous hidden state), feeds "
           "[embedding; C_i] to the GRU cell and reads the logits from [H_i; C_i; embedding]",
-          decoder_step_cases, _step_reference),
+          decoder_step_cases, _step_reference,
+          hints=(
+              ("one step with the notebook's sizes",
+               "step i attends with H_{i-1}, the state before the step"),
+              ("one step with the notebook's sizes",
+               "the new state H_i: self.cell(cat([embedded, context]), previous_hidden)"),
+              ("one step with the notebook's sizes",
+               "the logits: self.output(cat([hidden, context, embedded]))"),
+          )),
     Check("test-translate", 4, f"translate decodes the model it is given greedily, and with your trained model gets "
           f"at least {ACCURACY_THRESHOLD:.0%} of sentences exactly right", translate_cases, _translation_reference,
-          compare=_translation_verdict, phase="open"),
+          compare=_translation_verdict, phase="open",
+          hints=(
+              ("the 200 validation pairs",
+               "if train stopped far below 98 %, look again at sections 1 to 3; if it reached 98 %, look at "
+               "translate"),
+          )),
     # New work (Luong et al. 2015): the book names this decoder but prints none of it.
     Check("test-general-attention", 4, "GeneralAttention scores q^T W_a h_j (Luong's general score), masks beyond "
           "each length, and returns the weighted sum of the keys with the weights", general_attention_cases,
-          _general_reference, new=True, solution_cells=("GeneralAttention",)),
+          _general_reference, new=True, solution_cells=("GeneralAttention",),
+          hints=(
+              ("W_a = [[1, 0], [0.5, 0.5]]",
+               "your scores are not q^T W_a h_j for every position (shape (B, S)): check which side W_a multiplies "
+               "(q^T W_a h_j, not (W_a q)^T h_j), or lengths did not reach masked_softmax"),
+          )),
     Check("test-luong-step", 6, "one step of LuongDecoder runs the GRU cell on the embedding first, attends with the "
           "new state H_i, and reads the logits from the attentional state tanh(W_c [C_i; H_i])",
-          luong_step_cases, _luong_step_reference, new=True, solution_cells=("LuongDecoder",)),
+          luong_step_cases, _luong_step_reference, new=True, solution_cells=("LuongDecoder",),
+          hints=(
+              ("one step with the notebook's sizes",
+               "Luong's decoder runs the GRU step first and then attends with the state it has just computed"),
+              ("one step with the notebook's sizes",
+               "the logits: self.output of the attentional state tanh(self.W_c(cat([context, hidden]))), context "
+               "first; the output layer reads nothing else"),
+              ("one step with the notebook's sizes",
+               "H_i = self.cell(embedding of y_{i-1}, previous_hidden), the GRU's new state (not the attentional "
+               "state tanh(W_c [C_i; H_i]))"),
+          )),
 ]

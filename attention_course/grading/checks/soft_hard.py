@@ -301,17 +301,51 @@ def compare_straight_through(got, expected, case: Case, extra) -> str:
 
 
 CHECKS = [
-    Check("test-softmax", 2, "softmax is correct, numerically stable, and works along any dim", softmax_cases, _reference),
+    Check("test-softmax", 2, "softmax is correct, numerically stable, and works along any dim", softmax_cases, _reference,
+          hints=(
+              ("scores [1e4, 0, -1e4]",
+               "subtract the largest score before exp"),
+              ("default dim (each row sums to 1)",
+               "normalise along the dim you are given (dim=-1 here), not a fixed axis"),
+              ("dim=0 (each column sums to 1)",
+               "normalise along the dim you are given"),
+          )),
     Check("test-soft-attention", 1, "soft_attention returns the weighted sum and the softmax weights (over the last "
-          "axis, the keys) at any temperature", soft_attention_cases, _reference),
+          "axis, the keys) at any temperature", soft_attention_cases, _reference,
+          hints=(
+              ("a batch of two: scores [[2, 1, 0], [0, 3, 1]]",
+               "normalise the scores along dim=-1, not along the batch"),
+          )),
     Check("test-hard-attention", 2, "hard_attention picks the first highest-scoring key and returns its value, with "
-          "one-hot weights of the scores' dtype", hard_attention_cases, _reference),
+          "one-hot weights of the scores' dtype", hard_attention_cases, _reference,
+          hints=(
+              ("scores [1, 3, 3] (a tie)",
+               "a tie: the first maximum wins"),
+              ("float64 scores [[0, 5], [7, 1]]",
+               "convert the one-hot weights with .to(scores.dtype)"),
+          )),
     Check("test-sample-hard-attention", 2, "sample_hard_attention picks the key with the highest score plus Gumbel "
           "noise -log(-log u) (a sample from softmax(scores)), the first on ties, and returns its value and one-hot "
           "weights", sample_hard_attention_cases, lambda case: sample_hard_attention_reference(*case.args),
-          new=True, solution_cells=("sample_hard_attention",)),
+          new=True, solution_cells=("sample_hard_attention",),
+          hints=(
+              ("equal scores [0, 0, 0], uniform [0.2, 0.9, 0.5]",
+               "the noise -log(-log u) is [-0.476, 2.250, 0.367], so key 1 wins (use g = -log(-log(u)))"),
+              ("scores [2, 0, -1], uniform [0.3, 0.95, 0.5]",
+               "the noise is g = -log(-log(u)), added to the scores (not -log(u), not log(-log(u)))"),
+          )),
     Check("test-straight-through", 3, "straight_through_attention returns hard attention's output and one-hot weights, "
           "and back-propagates the gradient of soft attention at the temperature (only the chosen value gets a "
           "gradient)", straight_through_cases, lambda case: _straight_through_expected(case),
-          compare=compare_straight_through, new=True, solution_cells=("straight_through_attention",)),
+          compare=compare_straight_through, new=True, solution_cells=("straight_through_attention",),
+          hints=(
+              ("output gradient [1, 0]",
+               "only the chosen value gets one (compute the output from the straight-through weights, not as hard "
+               "output + soft output - soft output.detach())"),
+              ("output gradient [1, 0]",
+               "build the weights as hard + soft - soft.detach(), with soft = softmax(scores / temperature) "
+               "computed from the scores (not under torch.no_grad, not detached)"),
+              ("temperature 0.5, weight gradient [1, 0, 0]",
+               "divide the scores by the temperature before the softmax"),
+          )),
 ]

@@ -511,24 +511,72 @@ def masked_attention_cases(g: torch.Generator) -> list[Case]:
 
 CHECKS = [
     Check("test-dot-score", 1, "dot_score returns every query's dot product with every key, shape (B, Q, K)",
-          dot_score_cases, _reference),
+          dot_score_cases, _reference,
+          hints=(
+              ("a batch: queries (2, 3, 5), keys (2, 4, 5)",
+               "queries (2, 3, 5) and keys (2, 4, 5) should give scores of shape (B, Q, K) = (2, 3, 4)"),
+          )),
     Check("test-scaled-dot-score", 1, "scaled_dot_score divides the dot products by the square root of d",
-          scaled_dot_score_cases, _reference),
+          scaled_dot_score_cases, _reference,
+          hints=(
+              ("(1, 1), d = 2",
+               "that divides by d = 2; divide by the square root of d instead"),
+              ("a query and a key of ones with d = 4",
+               "divide by the square root of d instead"),
+          )),
     Check("test-cosine-score", 1, "cosine_score returns the cosines, and 0 (not NaN) for a zero vector",
-          cosine_score_cases, _reference),
+          cosine_score_cases, _reference,
+          hints=(
+              ("queries (0, 0) and (1, 2)",
+               "a zero vector has norm 0: divide by max(norm, eps) so that it scores 0"),
+          )),
     Check("test-additive-score", 2, "AdditiveScore computes w_v^T tanh(W_q q + W_k k) for every query and key",
-          additive_score_cases, _additive_reference),
+          additive_score_cases, _additive_reference,
+          hints=(
+              ("W_q = W_k = I/2, w_v = (1, 1)",
+               "should have exactly the parameters W_q.weight (2, 2), W_k.weight (2, 2) and w_v.weight (1, 2) "
+               "(nn.Linear without bias)"),
+          )),
     Check("test-masked-softmax", 2, "masked_softmax gives weights exactly 0 beyond each valid length, "
-          "summing to 1 over the valid keys (all zeros for length 0)", masked_softmax_cases, _reference),
+          "summing to 1 over the valid keys (all zeros for length 0)", masked_softmax_cases, _reference,
+          hints=(
+              ("with valid_lens [2, 3]",
+               "set the masked scores to -inf before exp"),
+              ("with valid_lens [[1, 4], [0, 2]]",
+               "a row with no valid key must be all zeros"),
+              ("with valid_lens None",
+               "masked_softmax without valid_lens (a plain softmax)"),
+              ("scores [[[1e4, 0, -1e4]]]",
+               "subtract the largest score before exp"),
+          )),
     Check("test-attention", 1, "attention scores with score_fn, passes valid_lens on, and returns the weighted sum "
-          "of the values with the weights", attention_cases, _attention_reference),
+          "of the values with the weights", attention_cases, _attention_reference,
+          hints=(
+              ("with distance_score and valid_lens [2]",
+               "pass valid_lens on to masked_softmax"),
+          )),
     Check("test-packing-mask", 3, "packing_mask lets each query see the keys of its own sequence only (never "
           "padding), and with causal=True none after it, as a (B, Q, K) bool tensor", packing_mask_cases,
           lambda case: packing_mask_reference(*case.args, **case.kwargs), compare=compare_mask, new=True,
-          solution_cells=("packing_mask",)),
+          solution_cells=("packing_mask",),
+          hints=(
+              ("one row of six",
+               "a key with a negative id is padding and is never seen, whatever the query's id"),
+              ("the same row, causal=True",
+               "query i sees the keys j <= i of its own sentence"),
+              ("(cross-attention)",
+               "Q = 5 queries, K = 6 keys: shape (B, Q, K) = (1, 5, 6)"),
+          )),
     Check("test-masked-attention", 5, "masked_attention gives weights exactly 0 where keep is False (keep of any "
           "shape that broadcasts to (B, Q, K)), summing to 1 over the kept keys, all zeros for a row with none, "
           "and the weighted sum of the values", masked_attention_cases, _masked_attention_reference,
           compare=compare_masked_attention, new=True,
-          solution_cells=("masked_attention",)),
+          solution_cells=("masked_attention",),
+          hints=(
+              ("(a hole in the middle)",
+               "mask the scores with -inf before exp, not the weights after it"),
+              ("nothing to see, all zeros",
+               "when a whole row is -inf, shift it by 0 instead of by its maximum, and divide by at least 1, so "
+               "that it stays all zeros"),
+          )),
 ]

@@ -451,16 +451,59 @@ CHECKS = [
     Check("test-encoder-layer", 4, "EncoderLayer is self-attention then the feed-forward network, each in a residual "
           "connection with a layer norm after the sum (post-LN) or on the sublayer's input (pre-LN, norm_first=True): "
           "what nn.TransformerEncoderLayer computes with the same weights",
-          encoder_layer_cases, _encoder_reference),
+          encoder_layer_cases, _encoder_reference,
+          hints=(
+              ("norm_first=False (post-LN)",
+               "post-LN (norm_first=False): x = norm1(x + SelfAttention(x)), then norm2(x + FFN(x)), with FFN(x) = "
+               "linear2(relu(linear1(x))) and the mask handed to the self-attention"),
+              ("norm_first=True (pre-LN)",
+               "pre-LN (norm_first=True): x = x + SelfAttention(norm1(x)), then x + FFN(norm2(x)): the residual "
+               "adds the sublayer's output to x itself, not to its normalised copy"),
+              ("norm_first=True (pre-LN)",
+               "norm_first=True asks for pre-LN, and your layer computed post-LN: pre-LN is x + "
+               "SelfAttention(norm1(x)), then x + FFN(norm2(x)) (use self.norm_first in forward)"),
+          )),
     Check("test-rope", 2, "rope turns each pair (x_2m, x_2m+1) of the vector at position p by the angle p * theta_m, "
           "theta_m = base ** (-2m / d), for any positions, leading axes and base",
-          rope_cases, lambda case: rope(*case.args, **case.kwargs)),
+          rope_cases, lambda case: rope(*case.args, **case.kwargs),
+          hints=(
+              ("(1, 0, 1, 0) at positions 0, 1, 2",
+               "pair m turns by p * base ** (-2m / d), here by p for pair 0 and p / 100 for pair 1, and (1, 0) "
+               "turned by a is (cos a, sin a)"),
+              ("(1, 0, 1, 0) at positions 0, 1, 2",
+               "RoPE here turns interleaved pairs (x_2m, x_2m+1): x[..., 0::2] with x[..., 1::2]"),
+          )),
     Check("test-tiled-attention", 6, "causal_tiled_attention gives the output and the log-sum-exp of causal (sliding-"
           "window) attention with the queries at the last positions, by an online softmax over key tiles that stays "
           "finite for rows whose first tile is wholly masked and never reads a tile no query can see",
-          tiled_attention_cases, _tiled_reference, new=True, solution_cells=("causal_tiled_attention",)),
+          tiled_attention_cases, _tiled_reference, new=True, solution_cells=("causal_tiled_attention",),
+          hints=(
+              ("tile_size=2: the notebook's example, self-attention",
+               "whenever a tile raises a row's maximum from m_old to m_new, rescale the running sum l and the "
+               "running output o by exp(m_old - m_new) before adding the tile's terms"),
+              ("tile_size=2: the notebook's example, self-attention",
+               "logsumexp = m + log l, the running maximum plus the log of the running sum (l alone is the sum of "
+               "exp(s - m))"),
+              ("window=2: the notebook's example, window 2",
+               "A row that sees nothing in the first tile it reads has a running maximum of -inf, and exp(-inf - "
+               "(-inf)) is NaN: where the maximum is still -inf, shift by 0 instead"),
+              ("T = 2 queries after a prefix of 4",
+               "query t stands at position S - T + t and sees keys 0 … S - T + t (not 0 … t)"),
+              ("which no query sees, hold infinity",
+               "those tiles must never be read (0 * inf is NaN); start each block at the tile holding the earliest "
+               "key its first query's window reaches"),
+          )),
     Check("test-rotary-cache", 4, "RotaryCachedSelfAttention rotates the new tokens' queries and keys at their "
           "positions after the cache, gives them exactly the outputs of the full causal RoPE self-attention over the "
           "whole sequence, and returns the cache with their rotated keys and values appended",
-          rotary_cache_cases, _rotary_reference, new=True, solution_cells=("RotaryCachedSelfAttention",)),
+          rotary_cache_cases, _rotary_reference, new=True, solution_cells=("RotaryCachedSelfAttention",),
+          hints=(
+              ("the first 3 tokens with no cache",
+               "the cache holds keys already rotated, each by rope at its own token's position"),
+              ("token 4 with the cache of the first 3",
+               "new token t stands at position P + t: rotate its query and key at torch.arange(P, P + T)"),
+              ("token 4 with the cache of the first 3",
+               "they were rotated when their tokens were new, so never rotate a cached key again; rotate only the "
+               "new tokens' keys, then append them"),
+          )),
 ]
