@@ -82,7 +82,7 @@ def test_check_passes_a_correct_notebook_and_fails_a_wrong_one(tmp_path):
 
     passed = _check(good)
     assert passed.returncode == 0, passed.stdout + passed.stderr
-    assert "10 of 10 points" in passed.stdout
+    assert "10 of 10 points on the visible cases" in passed.stdout
 
     failed = _check(bad)
     assert failed.returncode == 1

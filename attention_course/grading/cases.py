@@ -122,9 +122,10 @@ class Check:
     # points are on such checks (DESIGN.md § Assignments).
     new: bool = False
     solution_cells: tuple[str, ...] = ()
-    # (part of a visible case's label, what to look at when that case fails): the hint of the visible test
-    # the case mirrors, in the notebook's words (tests/test_check.py holds the two to the same words). Only
-    # visible cases get one: a hint never speaks of a hidden case's inputs.
+    # (part of a visible case's label, what to look at when that case fails): the hints of the visible test
+    # the case mirrors, in the notebook's words (tests/test_check.py holds the two to the same words); a failed
+    # case shows every hint whose part its label holds (one case may fail for several reasons). Only visible
+    # cases get hints: a hint never speaks of a hidden case's inputs.
     hints: tuple[tuple[str, str], ...] = ()
 
 

@@ -41,7 +41,7 @@ class CaseVerdict:
     hidden: bool
     reason: str = ""
     flag: str = ""  # for the summary's flags (see Reason)
-    hint: str = ""  # toward the fix, for a visible case (Check.hints)
+    hints: tuple[str, ...] = ()  # toward the fix, for a visible case (Check.hints: each whose part is in the label)
 
 
 @dataclass
@@ -70,7 +70,7 @@ class CheckVerdict:
             lines.append(kind.format(label=case.label, reason=case.reason))
         if len(failed) > 5:
             lines.append(tr("- and {more} more").format(more=len(failed) - 5))
-        lines += [tr("hint: {hint}").format(hint=hint) for hint in dict.fromkeys(c.hint for c in failed if c.hint)]
+        lines += [tr("hint: {hint}").format(hint=hint) for hint in dict.fromkeys(h for c in failed for h in c.hints)]
         return "\n".join(lines)
 
 
@@ -179,8 +179,8 @@ def shortcut_names(operators: tuple[str, ...]) -> str:
 
 
 def judge_case(check: Check, case: Case, outcome: Outcome | None) -> CaseVerdict:
-    hint = "" if case.hidden else next((hint for part, hint in check.hints if part in case.label), "")
-    verdict = CaseVerdict(label=case.label, passed=False, hidden=case.hidden, hint=hint)
+    hints = () if case.hidden else tuple(dict.fromkeys(hint for part, hint in check.hints if part in case.label))
+    verdict = CaseVerdict(label=case.label, passed=False, hidden=case.hidden, hints=hints)
     if outcome is None:
         verdict.reason = "no result: the notebook stopped (crashed, exited or ran out of time) before this call finished"
         return verdict
