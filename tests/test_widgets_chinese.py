@@ -16,7 +16,9 @@ it. Two checks:
   sentence's words) and names (PyTorch, softmax, ...). The same run in English finds English: the
   check can fail.
 
-And chapter 4's text names the playground's buttons as each edition's button says them.
+The built Chinese chapters embed those translations (a page from before the fix, or from a stale
+execution cache, does not), and chapter 4's text names the playground's buttons as each edition's
+button says them.
 """
 
 from __future__ import annotations
@@ -66,6 +68,27 @@ def test_every_message_of_a_front_end_reaches_the_page_translated(module_name, w
     missing = sorted(shown - set(sent))
     assert missing == [], f"messages the page would show in English: {missing}"
     assert {m: sent[m] for m in shown} == {m: table[m] for m in shown}
+
+
+def test_the_chinese_editions_widgets_carry_every_translation_they_show(built_html):
+    """What a built page embeds is what its chapter's widget sent when the chapter ran: a page built before
+    the fix (or from a stale execution cache) would still show English. Rebuild the book if this fails."""
+    import json
+
+    modules = {"attention_course.widgets.playground.AttentionPlayground": "playground.js",
+               "attention_course.widgets.alignment.AlignmentExplorer": "alignment.js"}
+    seen = set()
+    for chapter in ("02-soft-hard", "04-three-stages", "06-attention-decoder"):
+        page = (built_html / "zh" / "book" / f"{chapter}.html").read_text(encoding="utf-8")
+        for block in re.findall(r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>', page, re.S):
+            for model in json.loads(block)["state"].values():
+                name = modules.get(model["state"].get("_anywidget_id"))
+                if name:
+                    seen.add((chapter, name))
+                    missing = messages_in(name) - set(model["state"]["messages"]["zh"])
+                    assert missing == set(), (chapter, sorted(missing))
+    assert seen == {("02-soft-hard", "playground.js"), ("04-three-stages", "playground.js"),
+                    ("06-attention-decoder", "alignment.js")}
 
 
 # ---- The widgets in a Chinese page ----------------------------------------------------------------
