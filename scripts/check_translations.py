@@ -23,6 +23,13 @@ any. ``tests/test_translations.py`` runs the same checks on every catalog. The r
 - **The notes' terms**, where the English names them: soft attention 软注意力, hard attention 硬注意力,
   volitional cue 自主性提示, non-volitional cue 非自主性提示, distracted model 分心模型, influence model
   影响力模型, attention mechanism 注意力机制, encoder 编码器, decoder 解码器, self-attention 自注意力 …
+- **One Chinese term for one thing** (``CHOSEN_TERMS``), where Chinese had several: hidden state 隐状态
+  (not the notes' 隐含层节点状态), greedy decoding 贪心解码 (贪心搜索 only where the English says
+  "greedy search"), context vector 上下文向量 (not 中间语义表示, nor 上下文变量), a Jupyter notebook
+  "Notebook" (笔记本 would read as 笔记, the notes the course quotes), widget 交互组件, visible tests 可见测试.
+  Where the English names the thing, the translation uses the term; a rejected variant appears in no
+  translation, unless the English itself names that variant (the glossary, or a chapter quoting the
+  notes' word: "hidden state (隐含层节点状态, also called 隐状态)").
 """
 
 from __future__ import annotations
@@ -97,6 +104,36 @@ TERMS = [
     (r"\bdecoders?\b", "解码器"),
     (r"\bself-attention\b", "自注意力"),
     (r"\bmulti-head\b", "多头"),
+]
+
+
+@dataclass(frozen=True)
+class Term:
+    """One thing with one Chinese name in the course.
+
+    english: where the source's prose names the thing (a pattern, case-insensitive); its translation
+    must then contain ``chinese``. rejected: variants (patterns) that no translation may use, unless its
+    source names that variant itself (a pattern in ``allowed_if``, else the variant's own text: the
+    glossary's "隐含层节点状态 is the notes' term"). rejected_here: variants that a translation may not
+    use where the source names the thing, but may elsewhere (控件 is right for a "control")."""
+
+    name: str
+    english: str
+    chinese: str
+    rejected: tuple[str, ...] = ()
+    rejected_here: tuple[str, ...] = ()
+    allowed_if: str | None = None
+
+
+CHOSEN_TERMS = [
+    Term("hidden state", r"\bhidden[- ]states?\b", "隐状态", rejected=("隐含层节点状态", "隐藏状态")),
+    Term("greedy decoding", r"\bgreedy decoding\b", "贪心解码", rejected=("贪心搜索",),
+         allowed_if=r"\bgreedy search\b|贪心搜索"),
+    Term("context vector", r"\bcontext vectors?\b", "上下文向量", rejected=("中间语义表示", "上下文变量", "语境向量")),
+    # Jupyter's own name, as its English interface shows it; 笔记本 would read as the notes (笔记).
+    Term("notebook", r"\bnotebooks?\b", "Notebook", rejected=("笔记本(?!电脑)", "记事本")),
+    Term("widget", r"\bwidgets?\b", "交互组件", rejected=("小部件", "小组件"), rejected_here=("控件", "(?<!小)部件")),
+    Term("visible tests", r"\bvisible tests?\b", "可见测试", rejected=("公开测试", "公开的测试", "可见的测试")),
 ]
 
 
@@ -228,6 +265,18 @@ def term_problems(source: str, translation: str) -> list[str]:
         found = re.search(pattern, text, re.I)
         if found and chinese not in translation:
             problems.append(f"the source says {found.group()!r}: the translation should use {chinese}")
+    # The translation's prose: a code span, a formula, a link's address or a role's target is not a term.
+    said = _URL.sub(" ", _CODE.sub(" ", _MATH.sub(" ", _ROLE.sub(shown, translation))))
+    said = _LINK.sub(lambda m: m[1], said)
+    for term in CHOSEN_TERMS:
+        found = re.search(term.english, text, re.I)
+        if found and term.chinese not in said:
+            problems.append(f"the source says {found.group()!r}: the translation should use {term.chinese}")
+        for variant in (*term.rejected, *(term.rejected_here if found else ())):
+            used = re.search(variant, said)
+            if used and not re.search(term.allowed_if or variant, source, re.I):
+                problems.append(f"{used.group()!r} for {term.name}: the course's term is {term.chinese} "
+                                "(scripts/check_translations.py, CHOSEN_TERMS)")
     return problems
 
 

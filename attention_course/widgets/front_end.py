@@ -44,12 +44,16 @@ def messages(name: str, extra: tuple[str, ...] = ()) -> dict[str, dict[str, str]
     out (the front end shows it in English); tests/test_translations.py keeps the catalog complete."""
     import io
 
-    from babel.messages.extract import extract_javascript
+    from babel.messages.extract import extract
 
     from attention_course.i18n import LANGUAGES, MissingTranslation, messages as catalog
 
-    found = [message for _, _, message, _ in extract_javascript(
-        io.BytesIO(module(name).encode("utf-8")), keywords={"t": None, "N_": None}, comment_tags=(), options={})]
+    # Babel's `extract`, as `make catalogs` runs it (scripts/update_catalogs.py), not the bare
+    # `extract_javascript`: for a call with values, t("Step {step}, {word}", {...}), the bare extractor
+    # yields every argument as a tuple, and such a message was silently left untranslated in the page.
+    # `extract` keeps the message, the call's first argument, as the catalogs have it.
+    found = [message for _, message, _, _ in extract(
+        "javascript", io.BytesIO(module(name).encode("utf-8")), keywords={"t": None, "N_": None}, comment_tags=())]
     wanted = dict.fromkeys(m for m in [*found, *extra] if isinstance(m, str) and m)
     translated = {}
     for lang in LANGUAGES[1:]:
