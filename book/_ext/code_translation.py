@@ -61,6 +61,8 @@ class Message:
     # line breaks ("\\n" as written) before and after a label's text: kept as they are, not translated
     lead: str = ""
     trail: str = ""
+    # whether the label is print()'s first argument (else the output before it is on its line too)
+    first: bool = True
 
     def whole(self, text: str) -> str:
         """``text`` (the message or its translation) with the label's line breaks around it."""
@@ -100,13 +102,13 @@ def _is_docstring_token(tree: ast.AST) -> set[int]:
 
 
 def _print_arguments(tree: ast.AST) -> list[ast.expr]:
-    """The string and f-string arguments of every ``print(...)`` call."""
+    """(argument, whether it is the first) of the string and f-string arguments of every ``print(...)``."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
-            for arg in node.args:
+            for index, arg in enumerate(node.args):
                 if isinstance(arg, ast.JoinedStr) or (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
-                    found.append(arg)
+                    found.append((arg, index == 0))
     return found
 
 
@@ -179,7 +181,7 @@ def extract(source: str) -> list[Message]:
                 messages.append(Message("docstring", content, begin, begin + len(content), quote=quote))
 
     # Printed labels: the raw text of the literal (an implicit concatenation joined).
-    for arg in _print_arguments(tree):
+    for arg, first_argument in _print_arguments(tree):
         pieces = _string_pieces(tokens, _token_position(lines, arg.lineno, arg.col_offset),
                                 _token_position(lines, arg.end_lineno, arg.end_col_offset))
         if not pieces or any(set(p.lower()) & {"r", "b"} for p, _, _, _ in pieces):
@@ -195,7 +197,8 @@ def extract(source: str) -> list[Message]:
         first, last = pieces[0][3], pieces[-1][3]
         lead, text, trail = re.fullmatch(r"((?:\\n)*)(.*?)((?:\\n)*)", text, re.S).groups()
         messages.append(Message("print", text, offset[first.start[0]] + first.start[1], offset[last.end[0]] + last.end[1],
-                                prefix="f" if is_f else "", quote=quote, lead=lead, trail=trail))
+                                prefix="f" if is_f else "", quote=quote, lead=lead, trail=trail,
+                                first=first_argument))
     messages.sort(key=lambda m: m.start)
     return messages
 
@@ -275,7 +278,8 @@ def _literal_value(raw: str, braces: bool) -> str:
 
 def label_pattern(message: Message) -> re.Pattern:
     """A regular expression for what ``message`` (a printed label) shows in the output: its text, each
-    field's value captured (a field at the end reaches the end of the line)."""
+    field's value captured, within one line (a field at the start reaches back to the start of the line,
+    one at the end to its end)."""
     if not message.prefix:
         # a print() argument of its own: at the start of a line or after print's separator, and before
         # the next separator or the end of a line
@@ -288,10 +292,13 @@ def label_pattern(message: Message) -> re.Pattern:
             pattern.append(re.escape(_literal_value(part, braces=True)))
         else:
             last = index == len(parts) - 1
-            pattern.append(f"(?P<f{index}>[^\\n]*)" if last else f"(?P<f{index}>.*?)")
+            if index == 0:
+                pattern.append(f"^(?P<f{index}>[^\\n]*?)" if not last else f"^(?P<f{index}>[^\\n]*)")
+            else:
+                pattern.append(f"(?P<f{index}>[^\\n]*)" if last else f"(?P<f{index}>[^\\n]*?)")
     if parts and parts[-1][0] == "text":
         pattern.append("(?P<sep> ?)")
-    return re.compile("".join(pattern), re.S)
+    return re.compile("".join(pattern), re.M)
 
 
 def render_label(message: Message, translation: str, match: re.Match) -> str:
@@ -326,7 +333,10 @@ def usable(message: Message, translation: str | None) -> bool:
             return False
         if message.prefix:
             try:
-                return sorted(fields(translation)) == sorted(fields(message.text))
+                same = sorted(fields(translation)) == sorted(fields(message.text))
+                first = split_template(message.text)[0]
+                # a field that starts a later argument shows what print wrote before it too: it stays first
+                return same and (message.first or first[0] == "text" or split_template(translation)[0] == first)
             except ValueError:
                 return False
         try:
@@ -502,36 +512,35 @@ def _cell_transform():
             if isinstance(self.app.builder, MessageCatalogBuilder):
                 return
             path = catalog_path(self.env.srcdir, config.language)
-            self.env.note_dependency(str(path))
+            if path.is_file():  # a translation changed: the page is read again
+                self.env.note_dependency(str(path))
             catalog = read_catalog(path)
             missing, counts = [], {"messages": 0, "translated": 0, "labels": 0, "labels_shown": 0}
+            # A function that an earlier cell defined prints its labels in a later cell's output too.
+            page_labels, all_labels, shown = [], set(), set()
             for cell in self.document.findall(nodes.container):
                 if cell.get("nb_element") != "cell_code":
                     continue
                 sources = [n for c in cell.children if isinstance(c, nodes.container)
                            and c.get("nb_element") == "cell_code_source" for n in c.findall(nodes.literal_block)]
-                if not sources:
-                    continue
-                block = sources[0]
-                result = translate_code(block.astext(), catalog)
+                result = translate_code(sources[0].astext(), catalog) if sources else CellResult("")
                 counts["messages"] += len(result.translated) + len(result.missing)
                 counts["translated"] += len(result.translated)
                 missing += [m.text for m in result.missing]
                 if result.translated:
-                    block.children = [nodes.Text(result.code)]
-                    block.rawsource = result.code
-                shown = set()
+                    sources[0].children = [nodes.Text(result.code)]
+                    sources[0].rawsource = result.code
+                page_labels = result.labels + page_labels
+                all_labels |= {m.whole(m.text) for m in result.translated + result.missing if m.context == "print"}
                 for output in cell.findall(nodes.literal_block):
                     if "output" not in output.get("classes", []) or "stream" not in output.get("classes", []):
                         continue
-                    text, found = translate_output(output.astext(), result.labels)
+                    text, found = translate_output(output.astext(), page_labels)
                     shown |= found
                     if found:
                         output.children = [nodes.Text(text)]
                         output.rawsource = text
-                counts["labels"] += len({m.whole(m.text) for m in result.translated + result.missing
-                                         if m.context == "print"})
-                counts["labels_shown"] += len(shown)
+            counts["labels"], counts["labels_shown"] = len(all_labels), len(shown)
             tallies = getattr(self.env, "code_translation", {})
             tallies[self.env.docname] = {**counts, "missing": missing}
             self.env.code_translation = tallies
