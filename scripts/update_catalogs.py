@@ -9,6 +9,9 @@ for the translator to check, a removed one is dropped):
 - the chapters' prose, one catalog per page: ``book/locale/<language>/LC_MESSAGES/<page>.po``, from
   the ``.pot`` files that Sphinx's gettext builder writes (``scripts/build_book.py --builder gettext``;
   it uses the execution cache, so figures' alt texts are messages too);
+- the chapters' code cells (their comments, docstrings and printed labels, which the Chinese edition
+  shows translated: ``book/_ext/code_translation.py``), one catalog for every chapter:
+  ``book/locale/<language>/LC_MESSAGES/code.po``, extracted from the chapters' sources (no build);
 - the text the package's code draws or shows (``attention_course.i18n``): figure labels, the widgets'
   interface and what the book's extensions write, one catalog per domain:
   ``attention_course/locale/<language>/LC_MESSAGES/<domain>.po``, extracted with Babel from the calls
@@ -38,6 +41,8 @@ PACKAGE_SOURCES = {
                 ("attention_course/grading/verdicts.py", "python")],
 }
 KEYWORDS = {"python": {"tr": None, "N_": None}, "javascript": {"t": None, "N_": None}}
+# The code cells' catalog, beside the pages' (book/_ext/code_translation.py).
+CODE_CATALOG = "code.po"
 # What Sphinx's gettext builder writes for the messages of the HTML templates (book/_ext/templates).
 TEMPLATES_POT = "sphinx.pot"
 # No wrapping: one message, one line, so that a diff shows which messages changed.
@@ -60,6 +65,16 @@ def package_templates(root: Path = ROOT) -> dict:
                         catalog.add(message)
         templates[domain] = catalog
     return templates
+
+
+def code_template(root: Path = ROOT):
+    """The babel Catalog of the messages in the code cells of the book's pages, as they are now."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import code_translation
+
+    pages = sorted((root / "book").rglob("*.md"))
+    return code_translation.template([(p.relative_to(root).as_posix(), p) for p in pages
+                                      if "_build" not in p.parts and not p.name.startswith(".")])
 
 
 def write_book_templates(book: Path, out: Path) -> None:
@@ -104,11 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("book", nargs="?", default=".", type=Path)
     parser.add_argument("--package-only", action="store_true",
                         help="only the package's catalogs (figures, widgets, book): no gettext build")
+    parser.add_argument("--code-only", action="store_true",
+                        help="only the code cells' catalog (book/locale/*/LC_MESSAGES/code.po): no gettext build")
     args = parser.parse_args(argv)
     book = args.book.resolve()
 
     from sphinx_intl import catalog as sphinx_intl_catalog
 
+    if args.code_only:
+        for language in TRANSLATED:
+            path = book / BOOK_LOCALE / language / "LC_MESSAGES" / CODE_CATALOG
+            print(f"{path.relative_to(book)}: {_merge(path, code_template(book), language)}")
+        return 0
     pot_dir = book / "_build" / "gettext"
     if not args.package_only:
         write_book_templates(book, pot_dir)
@@ -119,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
             name = pot.relative_to(pot_dir).with_suffix(".po")
             print(f"{BOOK_LOCALE / language / 'LC_MESSAGES' / name}: "
                   f"{_merge(locale / name, sphinx_intl_catalog.load_po(str(pot)), language)}")
-        pages = {pot.relative_to(pot_dir).with_suffix(".po") for pot in pots}
+        path = locale / CODE_CATALOG
+        print(f"{path.relative_to(book)}: {_merge(path, code_template(book), language)}")
+        pages = {pot.relative_to(pot_dir).with_suffix(".po") for pot in pots} | {Path(CODE_CATALOG)}
         for orphan in sorted(p for p in locale.rglob("*.po") if p.relative_to(locale) not in pages):
             orphan.unlink()
             print(f"{orphan.relative_to(book)}: removed (the page is gone)")

@@ -1,9 +1,10 @@
 """The Chinese edition's translations are complete and stay complete.
 
-Every catalog (the chapters' in book/locale, the package's in attention_course/locale) has a translation
+Every catalog (the chapters' in book/locale, their code cells' in book/locale/zh_CN/LC_MESSAGES/code.po,
+the package's in attention_course/locale) has a translation
 for every message, none fuzzy, each keeping its source's markup and set in Chinese typography
 (scripts/check_translations.py). And every catalog matches its source as it is now: a chapter, a
-figure label or a widget string that changed without `make catalogs` fails here, naming what is missing
+figure label, a code cell's comment or a widget string that changed without `make catalogs` fails here, naming what is missing
 and what is left over.
 """
 
@@ -18,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK_CATALOGS = ROOT / "book" / "locale" / "zh_CN" / "LC_MESSAGES"
+CODE_CATALOG = BOOK_CATALOGS / "code.po"
 PACKAGE_CATALOGS = ROOT / "attention_course" / "locale" / "zh_CN" / "LC_MESSAGES"
 
 
@@ -47,12 +49,20 @@ def _ids(catalog) -> set[str]:
 CATALOGS = check_translations.catalogs(ROOT)
 
 
+def _page_catalogs() -> dict[str, Path]:
+    """{page: its catalog} of the chapters' prose (the code cells' catalog is not a page's)."""
+    return {p.relative_to(BOOK_CATALOGS).with_suffix("").as_posix(): p for p in BOOK_CATALOGS.rglob("*.po")
+            if p != CODE_CATALOG}
+
+
 def test_every_page_and_domain_has_a_catalog():
-    pages = {p.relative_to(BOOK_CATALOGS).with_suffix("").as_posix() for p in BOOK_CATALOGS.rglob("*.po")}
+    pages = set(_page_catalogs())
     assert {"book/index", "book/glossary", "book/02-soft-hard", "book/exercises/soft-hard"} <= pages
+    assert CODE_CATALOG.is_file()
     assert {p.stem for p in PACKAGE_CATALOGS.glob("*.po")} == {"figures", "widgets", "book", "grading"}
-    # and the supplement to Sphinx's and the theme's own catalogs (book/_ext/locale)
-    assert len(CATALOGS) == len(pages) + 4 + 2
+    # and the code cells' catalog, and the supplement to Sphinx's and the theme's own catalogs (book/_ext/locale)
+    assert CODE_CATALOG in CATALOGS
+    assert len(CATALOGS) == len(pages) + 1 + 4 + 2
 
 
 @pytest.mark.parametrize("catalog", CATALOGS, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -73,7 +83,7 @@ def book_templates(tmp_path_factory) -> Path:
 def test_the_chapters_catalogs_hold_exactly_the_chapters_messages(book_templates):
     stale = {}
     pots = {p.relative_to(book_templates).with_suffix("").as_posix(): p for p in update_catalogs.book_pots(book_templates)}
-    pos = {p.relative_to(BOOK_CATALOGS).with_suffix("").as_posix(): p for p in BOOK_CATALOGS.rglob("*.po")}
+    pos = _page_catalogs()
     assert set(pos) == set(pots), f"catalogs without a page: {sorted(set(pos) - set(pots))}; pages without a catalog: {sorted(set(pots) - set(pos))}"
     for page, pot in pots.items():
         source, translated = _ids(_read(pot)), _ids(_read(pos[page]))
@@ -90,6 +100,17 @@ def test_the_books_templates_messages_are_translated_with_the_themes_labels(book
     assert {"Toggle primary sidebar", "Main"} <= templates
     supplement = _ids(_read(ROOT / "book" / "_ext" / "locale" / "zh_CN" / "LC_MESSAGES" / "sphinx.po"))
     assert templates <= supplement, f"not in book/_ext/locale/zh_CN/LC_MESSAGES/sphinx.po: {sorted(templates - supplement)}"
+
+
+def test_the_code_cells_catalog_holds_exactly_the_messages_of_the_chapters_code_cells():
+    # Their comments, docstrings and printed labels (book/_ext/code_translation.py), by kind.
+    def keyed(catalog) -> set[tuple[str, str]]:
+        return {(m.context, m.id) for m in catalog if m.id and isinstance(m.id, str)}
+
+    source, translated = keyed(update_catalogs.code_template(ROOT)), keyed(_read(CODE_CATALOG))
+    assert len(source) > 400
+    assert source == translated, (f"run `make catalogs` and translate: new or changed in the code cells "
+                                  f"{sorted(source - translated)[:5]}; no longer there {sorted(translated - source)[:5]}")
 
 
 def test_the_packages_catalogs_hold_exactly_the_messages_of_its_code():
