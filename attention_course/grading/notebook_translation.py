@@ -403,9 +403,9 @@ def translate_source(source: str, pieces: list[Piece], catalog: dict[str, str], 
 
 def translate_notebook(notebook, language: str = "zh", catalog: dict[str, str] | None = None,
                        strict: bool = True):
-    """A copy of the released ``notebook`` with its messages translated, its checksums computed again and its
-    language in its metadata. ``strict``: raise :class:`IncompleteTranslation` for a message without a
-    translation (else it stays English, and ``missing`` on the copy's ``untranslated`` attribute)."""
+    """(a copy of the released ``notebook`` with its messages translated, its checksums computed again and its
+    language in its metadata, the messages that had no translation). ``strict``: raise
+    :class:`IncompleteTranslation` for a message without a translation (else it stays English)."""
     from nbgrader.utils import compute_checksum, is_grade, is_locked, is_solution
 
     catalog = read_catalog(language) if catalog is None else catalog
@@ -425,8 +425,7 @@ def translate_notebook(notebook, language: str = "zh", catalog: dict[str, str] |
         raise IncompleteTranslation(f"{len(missing)} message(s) of the notebook have no {language} translation "
                                     f"(run `make catalogs` and translate): " + "; ".join(m[:50] for m in missing[:5]))
     set_language(translated, language)
-    translated.untranslated = missing  # type: ignore[attr-defined]
-    return translated
+    return translated, missing
 
 
 def set_language(notebook, language: str) -> None:
@@ -441,9 +440,7 @@ def write_translation(release_folder: Path, notebook: str, language: str = "zh",
     released = nbformat.read(path, as_version=4)
     set_language(released, "en")
     nbformat.write(released, path)
-    translated = translate_notebook(released, language, catalog, strict=False)
-    missing = translated.untranslated
-    del translated.untranslated
+    translated, missing = translate_notebook(released, language, catalog, strict=False)
     nbformat.write(translated, release_folder / f"{translated_name(notebook, language)}.ipynb")
     return missing
 
