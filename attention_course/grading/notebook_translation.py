@@ -140,14 +140,17 @@ def markdown_pieces(source: str) -> list[Piece]:
     for begin, end in blocks:
         text = source[begin:end].rstrip("\n")
         if _is_prose(re.sub(r"(?s)\$\$.*?\$\$|```.*?```", " ", text)):
-            pieces.append(Piece(begin, begin + len(text), text, "markdown"))
+            # (a line break inside inline code is a space to Markdown: the message has the space, so that
+            # the code span is one piece of code to the translators' checks)
+            message = re.sub(r"(?<!`)`[^`]+`(?!`)", lambda m: m[0].replace("\n", " "), text)
+            pieces.append(Piece(begin, begin + len(text), message, "markdown"))
     return pieces
 
 
 def _is_prose(text: str) -> bool:
-    """At least two words of letters (not in inline code or math)."""
+    """At least two words of letters (not in inline code or math, nor parts of identifiers such as d_model)."""
     text = re.sub(r"`[^`]*`|\$[^$]*\$", " ", text)
-    return len(re.findall(r"[A-Za-z]{2,}", text)) >= 2
+    return len(re.findall(r"(?<!\w)[A-Za-z]{2,}(?!\w)", text)) >= 2
 
 
 def _hidden_lines(source: str) -> set[int]:
