@@ -41,6 +41,7 @@ TRANSLATED = {"zh": ("zh_CN", "zh")}  # course language -> (catalog folder, file
 MESSAGE_PARAMETERS = {"what"}  # parameters of the notebook's own helpers that take a message
 _HIDDEN = re.compile(r"^[ \t]*#+[ \t]*(BEGIN|END) HIDDEN TESTS", re.M)
 _NOT_PROSE_COMMENT = re.compile(r"^\s*(#+\s*(BEGIN|END) (HIDDEN TESTS|SOLUTION)|#\s*YOUR CODE HERE|#\s*noqa)", re.I)
+_RULE = re.compile(r"#+\s*[-=#*~_]{3,}\s*")
 _PYTHON_ERROR = re.compile(r"^name '[^']*' is not defined$")  # imitates Python's own NameError: kept
 
 
@@ -212,8 +213,8 @@ def code_pieces(source: str, helpers: dict[str, list[str]] | None = None) -> lis
     for token in tokens:
         if token.type != tokenize.COMMENT or token.start[0] in hidden:
             continue
-        if _NOT_PROSE_COMMENT.match(token.string):
-            flush()
+        if _NOT_PROSE_COMMENT.match(token.string) or _RULE.fullmatch(token.string):
+            flush()  # (a rule, "# -----", stays as it is, and ends a run)
             continue
         alone = not lines[token.start[0] - 1][:token.start[1]].strip()
         if not alone:
