@@ -50,9 +50,9 @@ CATALOGS = check_translations.catalogs(ROOT)
 def test_every_page_and_domain_has_a_catalog():
     pages = {p.relative_to(BOOK_CATALOGS).with_suffix("").as_posix() for p in BOOK_CATALOGS.rglob("*.po")}
     assert {"book/index", "book/glossary", "book/02-soft-hard", "book/exercises/soft-hard"} <= pages
-    assert {p.stem for p in PACKAGE_CATALOGS.glob("*.po")} == {"figures", "widgets", "book", "grading"}
+    assert {p.stem for p in PACKAGE_CATALOGS.glob("*.po")} == {"figures", "widgets", "book", "grading", "exercises"}
     # and the supplement to Sphinx's and the theme's own catalogs (book/_ext/locale)
-    assert len(CATALOGS) == len(pages) + 4 + 2
+    assert len(CATALOGS) == len(pages) + 5 + 2
 
 
 @pytest.mark.parametrize("catalog", CATALOGS, ids=lambda p: p.relative_to(ROOT).as_posix())
