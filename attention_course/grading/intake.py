@@ -151,11 +151,8 @@ def choose_language(files: list["lms.Received"], notebook: str, grade_ids: set[s
     for lang, group in by_language.items():
         if group:
             name = notebook if lang == "en" else translated_name(notebook, lang)
-            choice = lms.choose(group, name, grade_ids)
+            choice = lms.choose(group, name, grade_ids)  # (soft-hard.zh.ipynb is the Chinese one's own name)
             if choice.file is not None:
-                if lang != "en" and choice.why.startswith(f"submitted as {choice.file.name}") and \
-                        choice.file.name.lower() == f"{name}.ipynb".lower():
-                    choice.why = ""  # the Chinese notebook under its released name: nothing to say
                 choices[lang] = choice
     if not choices:
         return lms.choose(files, notebook, grade_ids)
@@ -171,9 +168,8 @@ def choose_language(files: list["lms.Received"], notebook: str, grade_ids: set[s
     reason = ("its answers differ from the release's and the other's do not" if worked[chosen] and not worked[other]
               else "the newer of the two")
     choice = choices[chosen]
-    why = (f"{LANGUAGE_NAMES[chosen]} notebook {choice.file.name} (both the English and the Chinese notebook were "
-           f"submitted; graded the {LANGUAGE_NAMES[chosen]} one: {reason})")
-    choice.why = why + (f"; {choices[chosen].why}" if choices[chosen].why and "submitted as" not in choices[chosen].why else "")
+    choice.why = (f"{choice.file.name}, the {LANGUAGE_NAMES[chosen]} notebook (both the English and the Chinese "
+                  f"notebook were submitted; graded the {LANGUAGE_NAMES[chosen]} one: {reason})")
     choice.others = sorted(f"{f.name} (in {f.inside})" if f.inside else f.name for f in files if f is not choice.file)
     return choice
 
