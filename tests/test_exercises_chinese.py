@@ -256,3 +256,26 @@ def test_the_chinese_exercise_page_links_the_chinese_notebook(assignment):
     link = f"<../../exercises/{assignment}/{assignment}.zh.ipynb>`"
     assert any(link in (m.string or "") for m in _read(page) if m.id), f"{page.name} does not link {assignment}.zh.ipynb"
     assert (EXERCISES / assignment / f"{assignment}.zh.ipynb").is_file()
+
+
+def test_a_moodle_export_with_chinese_notebooks_is_taken_in_under_the_notebooks_name(tmp_path_factory, course_root):
+    from attention_course.grading.intake import import_zip, notes_of
+    from lms_exports import Sample, moodle_download
+
+    course = released_copy(tmp_path_factory, tmp_path_factory.mktemp("moodle-zh") / "course")
+    released = _released_languages(course.root)
+    solved_zh = nbformat.writes(filled(released["zh"], SOLVED)).encode()
+    untouched_en = nbformat.writes(released["en"]).encode()
+    samples = [Sample("700001", "Li Lei", {"soft-hard.zh.ipynb": solved_zh}, 10),
+               Sample("700002", "Han Meimei", {"soft-hard.ipynb": untouched_en, "soft-hard.zh.ipynb": solved_zh}, 10)]
+    import_zip(course.layout, moodle_download(samples, tmp_path_factory.mktemp("zip") / "export.zip"), "soft-hard")
+    folders = {p.parent.parent.name: p for p in (course.root / "submitted").glob("*/soft-hard/soft-hard.ipynb")}
+    assert len(folders) == 2 and not list((course.root / "submitted").glob("*/soft-hard/soft-hard.zh.ipynb"))
+    for student, path in folders.items():  # each graded under the notebook's name, and it is the Chinese one
+        assert path.read_bytes() == solved_zh, student
+    notes = {student: notes_of(course.layout, "soft-hard", student, ["soft-hard"]) for student in folders}
+    assert sorted(map(len, notes.values())) == [0, 2]  # the Chinese notebook alone under its own name: nothing to say
+    [both] = [n for n in notes.values() if n]
+    assert both == ["soft-hard.ipynb: graded the file soft-hard.zh.ipynb, the Chinese notebook (both the English and "
+                    "the Chinese notebook were submitted; graded the Chinese one: its answers differ from the release's "
+                    "and the other's do not)", "also submitted, not graded: soft-hard.ipynb"]
