@@ -12,6 +12,9 @@ for the translator to check, a removed one is dropped):
 - the chapters' code cells (their comments, docstrings and printed labels, which the Chinese edition
   shows translated: ``book/_ext/code_translation.py``), one catalog for every chapter:
   ``book/locale/<language>/LC_MESSAGES/code.po``, extracted from the chapters' sources (no build);
+- the assignments' notebooks (``solutions/*/*.ipynb``): their instructions, the comments and the visible
+  tests' messages, one catalog for all: ``attention_course/locale/<language>/LC_MESSAGES/exercises.po``
+  (``release`` writes each Chinese notebook from it);
 - the text the package's code draws or shows (``attention_course.i18n``): figure labels, the widgets'
   interface and what the book's extensions write, one catalog per domain:
   ``attention_course/locale/<language>/LC_MESSAGES/<domain>.po``, extracted with Babel from the calls
@@ -75,6 +78,33 @@ def code_template(root: Path = ROOT):
     pages = sorted((root / "book").rglob("*.md"))
     return code_translation.template([(p.relative_to(root).as_posix(), p) for p in pages
                                       if "_build" not in p.parts and not p.name.startswith(".")])
+
+
+def exercise_template(root: Path = ROOT):
+    """The babel Catalog of the assignments' messages (domain ``exercises``), as extracted now from the solution
+    notebooks: their markdown, and the comments and messages of their given code
+    (``attention_course.grading.notebook_translation``), each located by notebook and cell."""
+    import nbformat
+    from babel.messages.catalog import Catalog
+
+    sys.path.insert(0, str(root))
+    from attention_course.grading.notebook_translation import DOMAIN, messages
+
+    catalog = Catalog(project="attention-course", domain=DOMAIN)
+    for path in sorted(root.glob("solutions/*/*.ipynb")):
+        for message, where in messages(nbformat.read(path, as_version=4)):
+            catalog.add(message, locations=[(f"{path.relative_to(root).as_posix()}#{where}", None)])
+    return catalog
+
+
+def update_exercise_catalogs(root: Path = ROOT) -> None:
+    """The assignments' catalogs, one per translated language (what ``release`` writes each
+    ``<notebook>.<language>.ipynb`` from)."""
+    from attention_course.grading.notebook_translation import DOMAIN
+
+    for language in TRANSLATED:
+        path = root / PACKAGE_LOCALE / language / "LC_MESSAGES" / f"{DOMAIN}.po"
+        print(f"{path.relative_to(root)}: {_merge(path, exercise_template(root), language)}")
 
 
 def write_book_templates(book: Path, out: Path) -> None:
@@ -151,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         for domain, template in package_templates(ROOT).items():
             path = ROOT / PACKAGE_LOCALE / language / "LC_MESSAGES" / f"{domain}.po"
             print(f"{path.relative_to(ROOT)}: {_merge(path, template, language)}")
+    update_exercise_catalogs(ROOT)
     print("\nNow translate the new (empty) and fuzzy entries; `make test` checks that none is left.")
     return 0
 

@@ -61,7 +61,8 @@ def test_every_assignment_states_its_total_points_at_the_top():
         notebook = nbformat.read(path, as_version=4)
         points = sum(float(c.metadata["nbgrader"]["points"]) for c in notebook.cells
                      if c.metadata.get("nbgrader", {}).get("grade") and "points" in c.metadata["nbgrader"])
-        assert f"Total: {points:g} points" in notebook.cells[0].source, path
+        total = f"总分：{points:g} 分" if path.name.endswith(".zh.ipynb") else f"Total: {points:g} points"
+        assert total in notebook.cells[0].source, path
 
 
 def _check(notebook_path: Path) -> subprocess.CompletedProcess:

@@ -59,10 +59,10 @@ def test_every_page_and_domain_has_a_catalog():
     pages = set(_page_catalogs())
     assert {"book/index", "book/glossary", "book/02-soft-hard", "book/exercises/soft-hard"} <= pages
     assert CODE_CATALOG.is_file()
-    assert {p.stem for p in PACKAGE_CATALOGS.glob("*.po")} == {"figures", "widgets", "book", "grading"}
+    assert {p.stem for p in PACKAGE_CATALOGS.glob("*.po")} == {"figures", "widgets", "book", "grading", "exercises"}
     # and the code cells' catalog, and the supplement to Sphinx's and the theme's own catalogs (book/_ext/locale)
     assert CODE_CATALOG in CATALOGS
-    assert len(CATALOGS) == len(pages) + 1 + 4 + 2
+    assert len(CATALOGS) == len(pages) + 1 + 5 + 2
 
 
 @pytest.mark.parametrize("catalog", CATALOGS, ids=lambda p: p.relative_to(ROOT).as_posix())

@@ -19,7 +19,9 @@ from attention_course.grading.checks import checks_for
 from attention_course.grading.errors import GradingInterrupted
 from attention_course.grading.fingerprints import parts, release_digest, release_fingerprint, submission_fingerprint
 from attention_course.grading.grade import NotebookResult, grade_notebook
-from attention_course.grading.intake import adopt_renamed_notebook, folder_notes, people, students as all_students
+from attention_course.grading.intake import (
+    adopt_renamed_notebook, adopt_translation, folder_notes, people, students as all_students,
+)
 from attention_course.grading.layout import Layout, tested_ids
 from attention_course.grading.records import Recorder, StudentSummary, all_recorded_scores, expected_scores
 from attention_course.grading.regrade import Regrades
@@ -41,6 +43,7 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
     if not notebooks:
         raise RuntimeError(f"{assignment} is not released in {layout.root}: run `attention-course release` first")
     released = {nb: layout.released(assignment, nb) for nb in notebooks}
+    languages = {nb: layout.released_languages(assignment, nb) for nb in notebooks}  # {nb: {language: release}}
     tested = {nb: tested_ids(released[nb]) for nb in notebooks}
     seed = layout.seed(assignment)
     students = students if students is not None else all_students(layout, assignment)
@@ -56,7 +59,10 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
 
     def work(student: str) -> None:
         folder = layout.submission_folder(assignment, student)
+        chosen = {nb: adopt_translation(folder, nb, languages[nb]) for nb in notebooks}  # {nb: (language, notes)}
         renamed = adopt_renamed_notebook(folder, notebooks, released[notebooks[0]])
+        if renamed:  # (a renamed copy adopted just now: its language is the copy's)
+            chosen.update({nb: adopt_translation(folder, nb, languages[nb]) for nb in renamed})
         fingerprint = submission_fingerprint(folder, notebooks, release_print)
         paths = [layout.results_path(assignment, student, nb) for nb in notebooks]
         if not force and _unchanged(paths, fingerprint, recorded.get(student), summaries[student]):
@@ -71,9 +77,13 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
             if interrupted.is_set():
                 return
             nb_checks = {g: c for g, c in checks.items() if g in tested[nb]}
-            result = grade_one(folder / f"{nb}.ipynb", released[nb], nb_checks, sandboxed=sandboxed,
-                               limits=limits, release_folder=release_folder, seed=seed,
+            language, language_notes = chosen[nb]
+            # (the Chinese notebook is compared with the Chinese release: its read-only cells are translated)
+            result = grade_one(folder / f"{nb}.ipynb", languages[nb].get(language, released[nb]), nb_checks,
+                               sandboxed=sandboxed, limits=limits, release_folder=release_folder, seed=seed,
                                fingerprint=fingerprint, warm=warm)
+            result.language = language
+            result.flags.extend(language_notes)
             result.flags.extend(folder_notes(folder, notebooks, release_folder))
             if nb in renamed:
                 result.flags.append(f"notebook renamed to {renamed[nb]}: graded as {nb}.ipynb")

@@ -6,6 +6,7 @@ graded gets a page that says why."""
 
 from __future__ import annotations
 
+import re
 import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from attention_course.grading.grade import NotebookResult, data_files
 from attention_course.grading.intake import intake_notes, people as read_people, read_intake, students as all_students
 from attention_course.grading.layout import Layout
 from attention_course.grading.nbgrader_bridge import HideHiddenTests, written_cells
+from attention_course.grading.notebook_translation import ChineseFeedback
 from attention_course.grading.written import all_written
 
 AWAITING_FEEDBACK = "written answers await a manual grade in formgrader (feedback once they are graded)"
@@ -33,6 +35,20 @@ class FeedbackReport:
     zips: list[Path] = field(default_factory=list)  # one per platform, for its feedback upload
     not_zipped: Counter = field(default_factory=Counter)  # why -> how many pages are in no zip
     math_inlined: int = 0  # pages whose math could not be typeset (no Node?): MathJax inlined instead
+
+
+PAGE_LANGUAGE = {"en": "en", "zh": "zh-CN"}
+
+
+def set_page_language(page: Path, language: str) -> None:
+    """Say the page's language on its ``<html>`` element (nbgrader's template says none): the language of the
+    notebook the student submitted, whose instructions the page shows."""
+    if not page.is_file():
+        return
+    html = page.read_text(encoding="utf-8")
+    tagged = re.sub(r"<html\b(?![^>]*\blang=)", f'<html lang="{PAGE_LANGUAGE.get(language, "en")}"', html, count=1)
+    if tagged != html:
+        page.write_text(tagged, encoding="utf-8")
 
 
 def feedback(layout: Layout, assignment: str) -> FeedbackReport:
@@ -54,7 +70,9 @@ def feedback(layout: Layout, assignment: str) -> FeedbackReport:
     nbgrader_pages: list[Path] = []
     if (layout.root / "autograded").is_dir() and any((layout.root / "autograded").glob(f"*/{assignment}")):
         config = layout.config()
-        config.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+        config.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, ChineseFeedback, CSSHTMLHeaderPreprocessor]
+        config.ChineseFeedback.release_dir = str(layout.root / "release")
+        config.ChineseFeedback.results_dir = str(layout.results_dir)
         result = layout.api(config).generate_feedback(assignment, force=True)
         if not result["success"]:
             raise RuntimeError(f"nbgrader generate_feedback failed:\n{result['log']}")
@@ -84,6 +102,7 @@ def feedback(layout: Layout, assignment: str) -> FeedbackReport:
             for page, result, nb in zip(pages, results, notebooks):
                 if result.readable:
                     nbgrader_pages.append(page)
+                    set_page_language(page, result.language)
                 else:  # nbgrader writes nothing for a notebook it could not read: say what was wrong
                     folder.mkdir(parents=True, exist_ok=True)
                     person = people.get(student)

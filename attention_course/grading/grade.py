@@ -52,6 +52,7 @@ class NotebookResult:
     fingerprint: str = ""  # of (submission, release, seed, grader): a re-grade with the same one is skipped
     readable: bool = True  # False for a missing, empty or unreadable notebook: nothing of it ran
     made_of: dict[str, str] = field(default_factory=dict)  # the fingerprint's parts, each alone (fingerprints.parts)
+    language: str = "en"  # the submitted notebook's language ("en", or "zh" for the Chinese notebook)
 
     @property
     def score(self) -> float:

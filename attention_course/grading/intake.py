@@ -17,6 +17,7 @@ from pathlib import Path
 from attention_course.grading import lms
 from attention_course.grading.grade import NotebookResult
 from attention_course.grading.layout import Layout, tested_ids, write_json
+from attention_course.grading.notebook_translation import TRANSLATED, language_of_file, translated_name
 
 
 def students(layout: Layout, assignment: str) -> list[str]:
@@ -80,7 +81,8 @@ def import_zip(layout: Layout, archive: Path, assignment: str) -> "lms.Export":
         chosen: dict[str, lms.Received] = {}
         remaining = list(student.files)
         for nb in notebooks:
-            choice = lms.choose(remaining if len(notebooks) > 1 else student.files, nb, tested_ids(released[nb]))
+            choice = choose_language(remaining if len(notebooks) > 1 else student.files, nb, tested_ids(released[nb]),
+                                     layout.released_languages(assignment, nb))
             if choice.file is None:
                 record["problems"].append(choice.problem)
                 continue
@@ -104,6 +106,72 @@ def import_zip(layout: Layout, archive: Path, assignment: str) -> "lms.Export":
         intake["students"][key] = record
     write_json(layout.intake_path(assignment), intake)
     return export
+
+
+LANGUAGE_NAMES = {"en": "English", "zh": "Chinese"}
+
+
+def _language_of_received(received: "lms.Received", released: dict) -> str:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="language-") as folder:
+        path = Path(folder) / "notebook.ipynb"
+        path.write_bytes(received.data)
+        language = language_of_file(path, released)
+    if language == "en" and any(received.name.lower().endswith(f".{tag}.ipynb") for _, tag in TRANSLATED.values()):
+        return next(lang for lang, (_, tag) in TRANSLATED.items() if received.name.lower().endswith(f".{tag}.ipynb"))
+    return language
+
+
+def answers_changed(data: bytes, released) -> bool:
+    """Whether a submitted notebook's answer cells differ from the release's stubs (the student worked in it)."""
+    try:
+        cells = json.loads(data.decode("utf-8")).get("cells", [])
+        given = {((c.get("metadata") or {}).get("nbgrader") or {}).get("grade_id"):
+                 "".join(c.get("source")) if isinstance(c.get("source"), list) else str(c.get("source", ""))
+                 for c in cells if isinstance(c, dict)}
+    except (ValueError, UnicodeDecodeError, AttributeError, TypeError):
+        return False
+    stubs = {c.metadata["nbgrader"]["grade_id"]: c.source for c in released.cells
+             if (c.metadata.get("nbgrader") or {}).get("solution")}
+    return any(grade_id in given and given[grade_id].strip() != stub.strip() for grade_id, stub in stubs.items())
+
+
+def choose_language(files: list["lms.Received"], notebook: str, grade_ids: set[str],
+                    released: dict[str, object]) -> "lms.Choice":
+    """:func:`lms.choose` among the files of each language the notebook was released in (``released``:
+    {language: release}), then one of them. A student who submitted the English and the Chinese notebook is
+    graded on the one whose answers differ from the release's stubs; if both (or neither) do, the newer. Either
+    is graded as ``<notebook>.ipynb``, and the choice is said in the notes."""
+    if len(released) == 1:
+        return lms.choose(files, notebook, grade_ids)
+    notebooks = [f for f in files if f.name.lower().endswith(".ipynb")]
+    by_language = {lang: [f for f in notebooks if _language_of_received(f, released) == lang] for lang in released}
+    choices = {}
+    for lang, group in by_language.items():
+        if group:
+            name = notebook if lang == "en" else translated_name(notebook, lang)
+            choice = lms.choose(group, name, grade_ids)  # (soft-hard.zh.ipynb is the Chinese one's own name)
+            if choice.file is not None:
+                choices[lang] = choice
+    if not choices:
+        return lms.choose(files, notebook, grade_ids)
+    if len(choices) == 1:
+        [(lang, choice)] = choices.items()
+        choice.others = sorted(f"{f.name} (in {f.inside})" if f.inside else f.name for f in files if f is not choice.file)
+        return choice
+    worked = {lang: answers_changed(c.file.data, released[lang]) for lang, c in choices.items()}
+    newest = lambda lang: (choices[lang].file.order, choices[lang].file.when, lang == "en")  # noqa: E731
+    candidates = [lang for lang in choices if worked[lang]] or list(choices)
+    chosen = max(candidates, key=newest)
+    other = next(lang for lang in choices if lang != chosen)
+    reason = ("its answers differ from the release's and the other's do not" if worked[chosen] and not worked[other]
+              else "the newer of the two")
+    choice = choices[chosen]
+    choice.why = (f"{choice.file.name}, the {LANGUAGE_NAMES[chosen]} notebook (both the English and the Chinese "
+                  f"notebook were submitted; graded the {LANGUAGE_NAMES[chosen]} one: {reason})")
+    choice.others = sorted(f"{f.name} (in {f.inside})" if f.inside else f.name for f in files if f is not choice.file)
+    return choice
 
 
 def _store_submission(layout: Layout, assignment: str, student: str, chosen: dict[str, "lms.Received"]) -> None:
@@ -172,8 +240,10 @@ def adopt_renamed_notebook(folder: Path, notebooks: list[str], released) -> dict
     if len(notebooks) != 1 or not folder.is_dir():
         return {}
     expected = folder / f"{notebooks[0]}.ipynb"
+    translations = {f"{translated_name(notebooks[0], lang)}.ipynb".lower() for lang in TRANSLATED} | {
+        f"{notebooks[0]}.en.ipynb".lower()}
     others = sorted(p for p in folder.iterdir() if p.suffix.lower() == ".ipynb" and p != expected
-                    and p.is_file() and not p.is_symlink())
+                    and p.is_file() and not p.is_symlink() and p.name.lower() not in translations)
     if expected.exists():  # graded before: the copy made then is still the student's renamed file
         same = [p for p in others if p.read_bytes() == expected.read_bytes()]
         return {notebooks[0]: same[0].name} if len(others) == 1 and same else {}
@@ -184,6 +254,46 @@ def adopt_renamed_notebook(folder: Path, notebooks: list[str], released) -> dict
         return {}
     shutil.copy2(folder / choice.file.name, expected)
     return {notebooks[0]: choice.file.name}
+
+
+def adopt_translation(folder: Path, notebook: str, released: dict[str, object]) -> tuple[str, list[str]]:
+    """The language of the notebook to grade in nbgrader's layout, where a student may have handed in the
+    Chinese notebook (``soft-hard.zh.ipynb``), the English one, or both. The one graded is always at the
+    English name, which nbgrader records (nbgrader skips ``soft-hard.zh.ipynb``, a notebook its gradebook
+    does not know): the Chinese file alone is copied there; with both, the one whose answers differ from
+    the release's stubs is graded (if both or neither do, the newer), and an English file that gives way
+    is kept as ``soft-hard.en.ipynb``. Returns (the language, the notes)."""
+    expected = folder / f"{notebook}.ipynb"
+    if len(released) == 1 or not folder.is_dir():
+        return "en", []
+    notes = []
+    for lang in (lang for lang in released if lang != "en"):
+        translation = folder / f"{translated_name(notebook, lang)}.ipynb"
+        if not translation.is_file() or translation.is_symlink():
+            continue
+        set_aside = folder / f"{notebook}.en.ipynb"
+        if not expected.exists():
+            shutil.copy2(translation, expected)
+        elif expected.read_bytes() != translation.read_bytes():
+            worked = {name: answers_changed(path.read_bytes(), released[name])
+                      for name, path in (("en", expected), (lang, translation))}
+            newer = translation.stat().st_mtime > expected.stat().st_mtime
+            chosen = lang if (worked[lang] and not worked["en"]) or (worked[lang] == worked["en"] and newer) else "en"
+            reason = ("its answers differ from the release's and the other's do not" if worked[chosen] != worked[
+                "en" if chosen == lang else lang] else "the newer of the two")
+            if chosen == lang:
+                if not set_aside.exists():
+                    expected.replace(set_aside)
+                shutil.copy2(translation, expected)
+            notes.append(f"both the English and the Chinese notebook were submitted: graded the "
+                         f"{LANGUAGE_NAMES[chosen]} one ({reason})"
+                         + (f"; the English one is kept as {set_aside.name}" if chosen == lang else ""))
+            if chosen == "en":
+                return "en", notes
+        elif set_aside.exists():
+            notes.append(f"both the English and the Chinese notebook were submitted: graded the Chinese one "
+                         f"(the English one is kept as {set_aside.name})")
+    return language_of_file(expected, released) if expected.is_file() else "en", notes
 
 
 IGNORED_FILES = {"timestamp.txt", ".DS_Store", "Thumbs.db"}

@@ -23,6 +23,7 @@ from traitlets.config import Config
 from attention_course.grading.errors import CourseError
 from attention_course.grading.gradebook import COURSE_ID, gradebook_url
 from attention_course.grading.nbgrader_bridge import results_path
+from attention_course.grading.notebook_translation import TRANSLATED, is_translation, translated_name
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -73,10 +74,21 @@ class Layout:
         return assignments_in(self.solutions)
 
     def notebooks(self, assignment: str) -> list[str]:
-        return sorted(p.stem for p in self.release_folder(assignment).glob("*.ipynb"))
+        """The assignment's notebooks, as the gradebook knows them: not their translations (``soft-hard.zh``)."""
+        return sorted(p.stem for p in self.release_folder(assignment).glob("*.ipynb") if not is_translation(p.stem))
 
-    def released(self, assignment: str, notebook: str):
-        return nbformat.read(self.release_folder(assignment) / f"{notebook}.ipynb", as_version=4)
+    def released(self, assignment: str, notebook: str, language: str = "en"):
+        """The released notebook, in ``language`` ("en": nbgrader's own; "zh": its translation)."""
+        name = notebook if language == "en" else translated_name(notebook, language)
+        return nbformat.read(self.release_folder(assignment) / f"{name}.ipynb", as_version=4)
+
+    def released_languages(self, assignment: str, notebook: str) -> dict[str, object]:
+        """{language: released notebook} of every language the notebook was released in."""
+        found = {"en": self.released(assignment, notebook)}
+        for language in TRANSLATED:
+            if (self.release_folder(assignment) / f"{translated_name(notebook, language)}.ipynb").is_file():
+                found[language] = self.released(assignment, notebook, language)
+        return found
 
     def exists(self) -> bool:
         """Whether this is a course (made by ``release``), not a mistyped path."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 from attention_course.grading.errors import CourseError
 from attention_course.grading.gradebook import COURSE_ID
 from attention_course.grading.layout import Layout, folder_digest, write_json
+from attention_course.grading.notebook_translation import catalog_path, write_translation
 
 
 def generate(layout: Layout, assignment: str, *, force: bool = False) -> None:
@@ -35,7 +37,20 @@ def generate(layout: Layout, assignment: str, *, force: bool = False) -> None:
     result = layout.api().generate_assignment(assignment, force=True)
     if not result["success"]:
         raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result['log']}{result.get('error', '')}")
+    write_translations(layout, assignment)
     layout.seed(assignment)  # drawn at release (kept if there is one already)
+
+
+def write_translations(layout: Layout, assignment: str) -> None:
+    """Beside each released notebook, its Chinese twin (``<notebook>.zh.ipynb``, see
+    :mod:`notebook_translation`): the same cells, grade ids and checks, its text from the catalog. A message
+    still without a translation stays English, and is said here."""
+    for notebook in layout.notebooks(assignment):
+        missing = write_translation(layout.release_folder(assignment), notebook, "zh")
+        if missing:
+            print(f"warning: {assignment}/{notebook}: {len(missing)} message(s) not yet translated into Chinese "
+                  f"(left in English; run `make catalogs` and translate {catalog_path('zh').name}): "
+                  + "; ".join(repr(m[:40]) for m in missing[:3]), file=sys.stderr)
 
 
 def _sources_path(layout: Layout) -> Path:  # {assignment: digest of source/<assignment>/ as the grader last wrote it}
