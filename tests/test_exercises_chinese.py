@@ -146,6 +146,9 @@ def test_the_chinese_students_feedback_page_is_in_chinese(graded):
     assert "软注意力与硬注意力" in chinese  # the notebook's title
     assert "A numerically stable softmax" in english and "数值稳定" not in english
     assert "BEGIN HIDDEN TESTS" not in chinese and "run_hidden_check" not in chinese
+    # the grader's own words on the failed check too: in Chinese on the Chinese page, English on the English one
+    assert re.search(r"未通过 \d+ 个（共 \d+ 个用例）", chinese) and not re.search(r"failed \d+ of \d+ case", chinese)
+    assert re.search(r"failed \d+ of \d+ cases", english)
 
 
 # -- which notebook is graded ----------------------------------------------------------------------------

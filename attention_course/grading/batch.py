@@ -81,8 +81,7 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
             # (the Chinese notebook is compared with the Chinese release: its read-only cells are translated)
             result = grade_one(folder / f"{nb}.ipynb", languages[nb].get(language, released[nb]), nb_checks,
                                sandboxed=sandboxed, limits=limits, release_folder=release_folder, seed=seed,
-                               fingerprint=fingerprint, warm=warm)
-            result.language = language
+                               fingerprint=fingerprint, warm=warm, language=language)
             result.flags.extend(language_notes)
             result.flags.extend(folder_notes(folder, notebooks, release_folder))
             if nb in renamed:

@@ -229,12 +229,14 @@ def grade_notebook(
     limits: sandbox.Limits = sandbox.Limits(),
     fingerprint: str = "",
     warm: bool = True,
+    language: str = "en",
 ) -> NotebookResult:
     """Grade ``submitted`` (a path that may not exist) against the ``released`` notebook's checks.
 
     ``warm``: fork each sandboxed run from a warm template (PyTorch already imported) rather than start
-    a fresh interpreter; the grade is the same either way."""
-    result = NotebookResult(notebook=submitted.name, seed=seed, fingerprint=fingerprint)
+    a fresh interpreter; the grade is the same either way. ``language``: that of the notebook submitted, which
+    the checks' messages are written in ("en" or "zh"; the grade is the same in both)."""
+    result = NotebookResult(notebook=submitted.name, seed=seed, fingerprint=fingerprint, language=language)
     with sandbox.PARSE_LOCK:  # (the source scan parses the cells)
         prepared = prepare(submitted, released)
     result.flags.extend(prepared.flags)
@@ -277,7 +279,8 @@ def grade_notebook(
     result.flags.extend(noticed)
     result.flags = list(dict.fromkeys(result.flags))
     for grade_id, verdict in verdicts.items():
-        result.checks[grade_id] = {"passed": verdict.passed, "points": verdict.points, "message": verdict.message()}
+        result.checks[grade_id] = {"passed": verdict.passed, "points": verdict.points,
+                                   "message": verdict.message(language)}
     return result
 
 

@@ -91,7 +91,7 @@ def check(path: Path, cpu_seconds: float | None = None, out=sys.stdout) -> int:
         name=path.name, assignment=found.assignment,
         how="" if sandboxed else tr(", without a sandbox (bubblewrap cannot start one here)")), file=out, flush=True)
     result = grade_notebook(path, found.released, checks, seed=0, release_folder=found.release_folder,
-                            sandboxed=sandboxed, limits=limits, warm=False)
+                            sandboxed=sandboxed, limits=limits, warm=False, language=_language(notebook))
     width = max(len(g) for g in result.checks)
     earned = total = 0.0
     failed = 0
