@@ -65,7 +65,7 @@ def test_check_names_the_check_that_grade_fails_and_no_other(judged, bug):
 def test_check_gives_the_visible_tests_hint(judged, bug):
     expected = CANONICAL_BUGS[bug][3]
     message = judged[bug][2][expected].message()
-    assert f"hint: " in message and PHRASES[bug] in message, message
+    assert "hint: " in message and PHRASES[bug] in message, message
 
 
 def _test_cell_strings(assignment: str, grade_id: str) -> list[str]:
