@@ -7,12 +7,10 @@ under the assignment's one notebook in the gradebook) and its feedback page is i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import shutil
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from attention_course.grading.layout import Layout
 from attention_course.grading.lms import Received
 from attention_course.grading.nbgrader_bridge import COURSE_ID
 from grading_support import _released, filled, grade_all, released_copy, submit
+from repo_scripts import script
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = ROOT / "exercises"
@@ -209,11 +208,7 @@ def test_an_lms_export_with_both_notebooks_is_graded_on_the_newer_when_both_have
 
 
 def _update_catalogs():
-    spec = importlib.util.spec_from_file_location("update_catalogs", ROOT / "scripts" / "update_catalogs.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("update_catalogs", module)
-    spec.loader.exec_module(module)
-    return module
+    return script("update_catalogs")
 
 
 def _read(path: Path):

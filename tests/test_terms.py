@@ -11,25 +11,17 @@ with their alternatives.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
+from repo_scripts import script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-check_translations = _script("check_translations")
+check_translations = script("check_translations")
 
 # (English, a translation that drifted, the drifted word the check must name)
 DRIFTED = [

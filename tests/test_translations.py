@@ -10,12 +10,12 @@ and what is left over.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
+
+from repo_scripts import script
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK_CATALOGS = ROOT / "book" / "locale" / "zh_CN" / "LC_MESSAGES"
@@ -23,16 +23,8 @@ CODE_CATALOG = BOOK_CATALOGS / "code.po"
 PACKAGE_CATALOGS = ROOT / "attention_course" / "locale" / "zh_CN" / "LC_MESSAGES"
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-check_translations = _script("check_translations")
-update_catalogs = _script("update_catalogs")
+check_translations = script("check_translations")
+update_catalogs = script("update_catalogs")
 
 
 def _read(path: Path):
