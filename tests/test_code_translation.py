@@ -9,7 +9,6 @@ translator's own rules are checked on small cells.
 
 from __future__ import annotations
 
-import ast
 import io
 import re
 import sys
