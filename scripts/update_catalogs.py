@@ -41,7 +41,8 @@ PACKAGE_SOURCES = {
     "widgets": [("attention_course/widgets/*.py", "python"), ("attention_course/widgets/*.js", "javascript")],
     "book": [("book/_ext/*.py", "python"), ("book/_ext/reader_static/*.js", "javascript")],
     "grading": [("attention_course/grading/report_page.py", "python"), ("attention_course/grading/student_check.py", "python"),
-                ("attention_course/grading/verdicts.py", "python")],
+                ("attention_course/grading/verdicts.py", "python"),
+                ("attention_course/grading/feedback_pages.py", "python")],
 }
 KEYWORDS = {"python": {"tr": None, "N_": None}, "javascript": {"t": None, "N_": None}}
 # The code cells' catalog, beside the pages' (book/_ext/code_translation.py).

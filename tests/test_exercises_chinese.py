@@ -148,6 +148,10 @@ def test_the_chinese_students_feedback_page_is_in_chinese(graded):
     # the grader's own words on the failed check too: in Chinese on the Chinese page, English on the English one
     assert re.search(r"未通过 \d+ 个（共 \d+ 个用例）", chinese) and not re.search(r"failed \d+ of \d+ case", chinese)
     assert re.search(r"failed \d+ of \d+ cases", english)
+    # with the visible test's hint as the Chinese notebook words it, and nbgrader's own labels in Chinese
+    assert "提示：" in chinese and "hint: " not in chinese and "hint: subtract the largest score" in english
+    assert "测试单元格" in chinese and ">Test cell</a>" not in chinese and "得分：" in chinese
+    assert ">Test cell</a>" in english and "(Score: " in english
 
 
 # -- which notebook is graded ----------------------------------------------------------------------------

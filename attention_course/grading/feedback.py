@@ -103,6 +103,9 @@ def feedback(layout: Layout, assignment: str) -> FeedbackReport:
                 if result.readable:
                     nbgrader_pages.append(page)
                     set_page_language(page, result.language)
+                    if page.is_file() and result.language != "en":  # (the template's own labels too)
+                        page.write_text(feedback_pages.page_chrome_in(page.read_text(encoding="utf-8"), result.language),
+                                        encoding="utf-8")
                 else:  # nbgrader writes nothing for a notebook it could not read: say what was wrong
                     folder.mkdir(parents=True, exist_ok=True)
                     person = people.get(student)

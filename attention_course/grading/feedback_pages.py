@@ -19,6 +19,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from attention_course.i18n import N_, language_of, translator
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 MATHJAX_BUNDLE = REPOSITORY / "web" / "node_modules" / "mathjax" / "es5" / "tex-svg-full.js"
 TYPESETTER = REPOSITORY / "web" / "typeset-math.js"
@@ -87,6 +89,30 @@ def drop_remote_mathjax(html: str) -> str:
         return "" if _is_remote_mathjax(match["attrs"], match["body"]) else match[0]
 
     return _SCRIPT.sub(drop, html)
+
+
+def page_chrome_in(html: str, language: str) -> str:
+    """nbgrader's feedback page with the labels of its template (scores, cell kinds, comments) in ``language``,
+    the language of the notebook the page shows; the notebook's own content is left as it is."""
+    tr = translator(language, "grading")
+    if language_of(language) == "en":
+        return html
+    score = tr("Score: {score} / {points}")
+    html = re.sub(r"\(Score: (-?[\d.]+) / ([\d.]+)\)",
+                  lambda m: "（" + score.format(score=m[1], points=m[2]) + "）", html)
+    html = re.sub(r"(<span class=\"pull-right\">\s*)Score: ([\d.]+) / ([\d.]+)",
+                  lambda m: m[1] + score.format(score=m[2], points=m[3]), html)
+    html = re.sub(r"Late submission penalty \(Score: (-[\d.]+)\)",
+                  lambda m: tr("Late submission penalty ({score})").format(score=m[1]), html)
+    for label in (N_("Test cell"), N_("Coding free-response"), N_("Written response"), N_("Task"), N_("Comment")):
+        html = html.replace(f">{label}</a>", f">{tr(label)}</a>")
+    for label in (N_("Student's answer"), N_("Student's task")):
+        html = html.replace(f'<span class="nbgrader-label">{label}</span>', f'<span class="nbgrader-label">{tr(label)}</span>')
+    grade_cell, top, comments = tr("Grade cell:"), tr("(Top)"), tr("Comments:")
+    html = html.replace('<span class="nbgrader-label">Grade cell: <code>',
+                        '<span class="nbgrader-label">' + grade_cell + " <code>")
+    html = html.replace(">(Top)</a>", ">" + top + "</a>")
+    return html.replace("<b>Comments:</b>", "<b>" + comments + "</b>")
 
 
 WRAP_ID = "course-wrapped-outputs"

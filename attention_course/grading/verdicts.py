@@ -7,6 +7,7 @@ case is recomputed here from the same inputs.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 
 from attention_course.grading.cases import Case, Check
-from attention_course.i18n import translator
+from attention_course.i18n import MissingTranslation, language_of, messages, translator
 
 FORBIDDEN_REASON = "uses a forbidden shortcut: "
 _ALLOWED_DTYPES = {"<f4", "<f8", "<f2", "<i8", "<i4", "<i2", "|i1", "|u1", "|b1"}
@@ -70,8 +71,23 @@ class CheckVerdict:
             lines.append(kind.format(label=case.label, reason=case.reason))
         if len(failed) > 5:
             lines.append(tr("- and {more} more").format(more=len(failed) - 5))
-        lines += [tr("hint: {hint}").format(hint=hint) for hint in dict.fromkeys(h for c in failed for h in c.hints)]
+        lines += [tr("hint: {hint}").format(hint=_hint_in(language, hint))
+                  for hint in dict.fromkeys(h for c in failed for h in c.hints)]
         return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=None)
+def _hint_in(language: str, hint: str) -> str:
+    """A hint (words of an English visible test) as the notebook of ``language`` words it: the translation of
+    that visible test's message, from the assignments' catalog, its {fields} shown as "…"."""
+    if language_of(language) == "en":
+        return hint
+    try:
+        table = messages("exercises", language)
+    except MissingTranslation:
+        return hint
+    holding = sorted((message for message in table if hint in message), key=len)
+    return re.sub(r"\{[^{}]*\}", "…", table[holding[0]]) if holding else hint
 
 
 def _describe_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
