@@ -133,3 +133,10 @@ def test_check_refuses_a_notebook_of_no_assignment(tmp_path):
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")]), stray)
     ran = _check(stray)
     assert ran.returncode == 2 and "not one of the course's exercises" in ran.stderr
+
+
+def test_check_speaks_the_language_of_the_chinese_notebook():
+    ran = _check(ROOT / "exercises" / "soft-hard" / "soft-hard.zh.ipynb")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "可见用例得分：0 / 10。" in ran.stdout and "未通过" in ran.stdout
+    assert "points on the visible cases" not in ran.stdout and "failed 4 of" not in ran.stdout
