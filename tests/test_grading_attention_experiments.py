@@ -182,7 +182,10 @@ def test_the_rubric_ships_with_the_solution_and_never_reaches_students():
     released = "\n".join(cell.source for cell in exercise.cells)
     assert "Rubric" not in released and "Model answer" not in released
     assert sorted(p.name for p in (ROOT / "exercises" / ASSIGNMENT).iterdir()) == [
-        f"{ASSIGNMENT}.ipynb", EXPERIMENTS_CORPUS_FILE]
+        f"{ASSIGNMENT}.ipynb", f"{ASSIGNMENT}.zh.ipynb", EXPERIMENTS_CORPUS_FILE]
+    chinese = nbformat.read(ROOT / "exercises" / ASSIGNMENT / f"{ASSIGNMENT}.zh.ipynb", as_version=4)
+    assert all(by_id(chinese)[grade_id].source.strip() == "YOUR ANSWER HERE" for grade_id in WRITTEN)
+    assert not any(word in cell.source for cell in chinese.cells for word in ("Rubric", "Model answer", "评分标准"))
 
 
 def test_a_reported_number_passes_if_the_grader_or_the_students_function_measures_it():
