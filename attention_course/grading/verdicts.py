@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from attention_course.grading.cases import Case, Check
-from attention_course.i18n import MissingTranslation, language_of, messages, translator
+from attention_course.i18n import N_, language_of, translator
 
 FORBIDDEN_REASON = "uses a forbidden shortcut: "
 _ALLOWED_DTYPES = {"<f4", "<f8", "<f2", "<i8", "<i4", "<i2", "|i1", "|u1", "|b1"}
@@ -68,12 +68,55 @@ class CheckVerdict:
         lines = [tr("failed {failed} of {count}: {what}").format(failed=len(failed), count=count, what=self.what)]
         for case in failed[:5]:
             kind = tr("- hidden case '{label}': {reason}") if case.hidden else tr("- case '{label}': {reason}")
-            lines.append(kind.format(label=case.label, reason=case.reason))
+            reason = case.reason if language_of(language) == "en" else _reason_in(tr, case.reason)
+            lines.append(kind.format(label=case.label, reason=reason))
         if len(failed) > 5:
             lines.append(tr("- and {more} more").format(more=len(failed) - 5))
         lines += [tr("hint: {hint}").format(hint=_hint_in(language, hint))
                   for hint in dict.fromkeys(h for c in failed for h in c.hints)]
         return "\n".join(lines)
+
+
+# The reasons verdicts.py writes, as patterns: (regex of the English, its message in the grading catalog).
+_REASONS = (
+    (r"result (\d+): (.*)", N_("result {0}: {1}")),
+    (r"wrong values: largest difference (\S+) at index (\(.*?\)) \(expected (\S+), got (\S+)\)",
+     N_("wrong values: largest difference {0} at index {1} (expected {2}, got {3})")),
+    (r"expected shape (\(.*?\)), got (\(.*?\))", N_("expected shape {0}, got {1}")),
+    (r"expected dtype (\S+), got (\S+)", N_("expected dtype {0}, got {1}")),
+    (r"expected a tensor, got (\S+)", N_("expected a tensor, got {0}")),
+    (r"the result contains NaN where the expected values are finite",
+     N_("the result contains NaN where the expected values are finite")),
+    (r"the result contains infinity where the expected values are finite",
+     N_("the result contains infinity where the expected values are finite")),
+    (r"the call raised NotImplementedError \(the answer is not written yet\)",
+     N_("the call raised NotImplementedError (the answer is not written yet)")),
+    (r"the call raised (.*)", N_("the call raised {0}")),
+    (r"the call did not finish: (.*)", N_("the call did not finish: {0}")),
+    (r"argument (\d+) was modified in place; a graded function must not change its inputs",
+     N_("argument {0} was modified in place; a graded function must not change its inputs")),
+    (r"no result: the notebook stopped \(crashed, exited or ran out of time\) before this call finished",
+     N_("no result: the notebook stopped (crashed, exited or ran out of time) before this call finished")),
+)
+
+
+def _reason_in(tr, reason: str) -> str:
+    """A case's reason in the translator's language, where it is one of the grader's common reasons (the
+    check-specific ones stay in English); a nested one ("result 0: …") is translated inside too."""
+    for pattern, message in _REASONS:
+        match = re.fullmatch(pattern, reason, flags=re.S)
+        if match:
+            parts = [_reason_in(tr, part) if message == "result {0}: {1}" and n == 1 else part
+                     for n, part in enumerate(match.groups())]
+            return tr(message).format(*parts)
+    return reason
+
+
+@functools.lru_cache(maxsize=None)
+def _exercise_messages(language: str) -> dict[str, str]:
+    from attention_course.grading.notebook_translation import read_catalog
+
+    return read_catalog(language)
 
 
 @functools.lru_cache(maxsize=None)
@@ -82,10 +125,7 @@ def _hint_in(language: str, hint: str) -> str:
     that visible test's message, from the assignments' catalog, its {fields} shown as "…"."""
     if language_of(language) == "en":
         return hint
-    try:
-        table = messages("exercises", language)
-    except MissingTranslation:
-        return hint
+    table = _exercise_messages(language_of(language))
     holding = sorted((message for message in table if hint in message), key=len)
     return re.sub(r"\{[^{}]*\}", "…", table[holding[0]]) if holding else hint
 
