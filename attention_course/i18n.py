@@ -87,11 +87,16 @@ def messages(domain: str, lang: str) -> dict[str, str]:
     lang = language_of(lang)
     if lang == LANGUAGES[0]:
         return {}
-    from babel.messages.pofile import read_po
-
     path = catalog_path(domain, lang)
     if not path.is_file():
         raise MissingTranslation(f"no {lang} catalog for the {domain!r} messages: {path} is missing (run `make catalogs`)")
+    return po_messages(path)
+
+
+def po_messages(path: Path) -> dict[str, str]:
+    """{message: translation} of the catalog at ``path`` (a ``.po`` file): its translated, non-fuzzy messages."""
+    from babel.messages.pofile import read_po
+
     with path.open("rb") as handle:
         catalog = read_po(handle)
     return {

@@ -67,6 +67,12 @@ def package_templates(root: Path = ROOT) -> dict:
                                                           comment_tags=(), options={}):
                     if isinstance(message, str) and message:
                         catalog.add(message)
+        if domain == "grading":  # the checks' descriptions: sentences of data, not tr() calls
+            sys.path.insert(0, str(root))
+            from attention_course.grading.checks import descriptions
+
+            for message in descriptions():
+                catalog.add(message)
         templates[domain] = catalog
     return templates
 

@@ -20,8 +20,9 @@ import pytest
 import in_process
 from canonical_bugs import CANONICAL_BUGS
 from test_visible_tests import PHRASES
-from attention_course.grading.checks import ASSIGNMENTS, checks_for
+from attention_course.grading.checks import ASSIGNMENTS, checks_for, descriptions
 from attention_course.grading.grade import case_generator, visible_only
+from attention_course.i18n import translator
 from grading_support import filled
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,3 +141,11 @@ def test_check_speaks_the_language_of_the_chinese_notebook():
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "可见用例得分：0 / 10。" in ran.stdout and "未通过" in ran.stdout
     assert "points on the visible cases" not in ran.stdout and "failed 4 of" not in ran.stdout
+    assert "softmax 结果正确" in ran.stdout and "softmax is correct" not in ran.stdout  # the check's description too
+    assert "调用抛出 NotImplementedError（答案还没写）" in ran.stdout  # and the grader's common reasons
+
+
+def test_every_checks_description_has_its_chinese():
+    chinese = translator("zh", "grading", strict=True)
+    for what in descriptions():
+        assert re.search("[\u4e00-\u9fff]", chinese(what)), what

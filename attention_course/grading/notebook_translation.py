@@ -34,6 +34,8 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
+from attention_course.i18n import po_messages
+
 LOCALE_DIR = Path(__file__).resolve().parents[1] / "locale"
 DOMAIN = "exercises"
 LANGUAGE_KEY = "attention_course"  # notebook metadata: {"attention_course": {"language": "en" | "zh"}}
@@ -330,14 +332,8 @@ class IncompleteTranslation(LookupError):
 
 def read_catalog(language: str = "zh", path: Path | None = None) -> dict[str, str]:
     """{English: translation} of the catalog's translated, non-fuzzy messages."""
-    from babel.messages.pofile import read_po
-
     path = path or catalog_path(language)
-    if not path.is_file():
-        return {}
-    with path.open("rb") as handle:
-        catalog = read_po(handle)
-    return {m.id: m.string for m in catalog if m.id and isinstance(m.id, str) and m.string and not m.fuzzy}
+    return po_messages(path) if path.is_file() else {}
 
 
 def _display_width(text: str) -> int:

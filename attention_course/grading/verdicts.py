@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from attention_course.grading.cases import Case, Check
-from attention_course.i18n import N_, language_of, translator
+from attention_course.i18n import CATALOG_LANGUAGE, LOCALE_DIR, N_, language_of, po_messages, translator
 
 FORBIDDEN_REASON = "uses a forbidden shortcut: "
 _ALLOWED_DTYPES = {"<f4", "<f8", "<f2", "<i8", "<i4", "<i2", "|i1", "|u1", "|b1"}
@@ -59,13 +59,14 @@ class CheckVerdict:
     def message(self, language: str = "en") -> str:
         """What the student reads, in ``language`` (that of the notebook submitted): the failed cases, those they
         can run themselves (the visible ones) first, each with why; then the hints of the failed cases, each once.
-        (The cases' labels and reasons are the grader's technical English in both languages.)"""
+        (The cases' labels, and the reasons particular to one check, are the grader's English in both.)"""
         tr = translator(language, "grading")
         count = (tr("1 case") if len(self.cases) == 1 else tr("{count} cases").format(count=len(self.cases)))
         failed = sorted((c for c in self.cases if not c.passed), key=lambda c: c.hidden)
+        what = tr(self.what)  # (checks.descriptions: the grading catalog has each)
         if not failed:
-            return tr("passed: {what} ({count})").format(what=self.what, count=count)
-        lines = [tr("failed {failed} of {count}: {what}").format(failed=len(failed), count=count, what=self.what)]
+            return tr("passed: {what} ({count})").format(what=what, count=count)
+        lines = [tr("failed {failed} of {count}: {what}").format(failed=len(failed), count=count, what=what)]
         for case in failed[:5]:
             kind = tr("- hidden case '{label}': {reason}") if case.hidden else tr("- case '{label}': {reason}")
             reason = case.reason if language_of(language) == "en" else _reason_in(tr, case.reason)
@@ -114,9 +115,9 @@ def _reason_in(tr, reason: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _exercise_messages(language: str) -> dict[str, str]:
-    from attention_course.grading.notebook_translation import read_catalog
-
-    return read_catalog(language)
+    """The assignments' catalog (notebook_translation's, read here without importing it: it imports grade)."""
+    path = LOCALE_DIR / CATALOG_LANGUAGE[language] / "LC_MESSAGES" / "exercises.po"
+    return po_messages(path) if path.is_file() else {}
 
 
 @functools.lru_cache(maxsize=None)

@@ -22,3 +22,9 @@ def checks_for(assignment: str) -> dict[str, Check]:
     if assignment not in ASSIGNMENTS:
         raise KeyError(f"unknown assignment {assignment!r}; known: {', '.join(sorted(ASSIGNMENTS))}")
     return {check.grade_id: check for check in ASSIGNMENTS[assignment]}
+
+
+def descriptions() -> list[str]:
+    """Each check's one-line description (``Check.what``), as the feedback shows it: messages of the
+    ``grading`` catalog (``make catalogs`` extracts them from here), so a Chinese page says them in Chinese."""
+    return list(dict.fromkeys(check.what for checks in ASSIGNMENTS.values() for check in checks))
