@@ -19,7 +19,8 @@ from attention_course.grading.grade import grade_notebook, visible_only
 from attention_course.grading.layout import REPOSITORY
 from attention_course.grading.nbgrader_bridge import written_cells
 from attention_course.grading.submission import read_notebook
-from attention_course.i18n import language_of, translator
+from attention_course.grading.notebook_translation import language_of_notebook
+from attention_course.i18n import translator
 
 EXERCISES = REPOSITORY / "exercises"
 
@@ -49,17 +50,9 @@ def identify(notebook, path: Path) -> Identified | None:
     candidates = [folder / path.name, *sorted(folder.glob("*.ipynb"))] if folder.is_dir() else []
     for candidate in candidates:
         released, _ = read_notebook(candidate)
-        if released is not None and _test_ids(released) == _test_ids(notebook) and _language(released) == _language(notebook):
+        if released is not None and _test_ids(released) == _test_ids(notebook) and language_of_notebook(released) == language_of_notebook(notebook):
             return Identified(assignment, released, folder)
     return Identified(assignment, notebook, path.parent)
-
-
-def _language(notebook) -> str:
-    tag = (notebook.metadata.get("attention_course") or {}).get("language")
-    try:
-        return language_of(tag)
-    except ValueError:
-        return "en"
 
 
 def _points(tr, points: float) -> str:
@@ -79,7 +72,8 @@ def check(path: Path, cpu_seconds: float | None = None, out=sys.stdout) -> int:
         print(f"{path} is not one of the course's exercises (its test cells match no assignment's: "
               f"{', '.join(sorted(ASSIGNMENTS))})", file=sys.stderr)
         return 2
-    tr = translator(_language(notebook), "grading")
+    language = language_of_notebook(notebook)
+    tr = translator(language, "grading")
     checks = visible_only(checks_for(found.assignment))
     limits = sandbox.Limits() if cpu_seconds is None else sandbox.Limits(cell_cpu_s=cpu_seconds)
     try:
@@ -91,7 +85,7 @@ def check(path: Path, cpu_seconds: float | None = None, out=sys.stdout) -> int:
         name=path.name, assignment=found.assignment,
         how="" if sandboxed else tr(", without a sandbox (bubblewrap cannot start one here)")), file=out, flush=True)
     result = grade_notebook(path, found.released, checks, seed=0, release_folder=found.release_folder,
-                            sandboxed=sandboxed, limits=limits, warm=False, language=_language(notebook))
+                            sandboxed=sandboxed, limits=limits, warm=False, language=language)
     width = max(len(g) for g in result.checks)
     earned = total = 0.0
     failed = 0
