@@ -42,11 +42,13 @@ PAGE_LANGUAGE = {"en": "en", "zh": "zh-CN"}
 
 def set_page_language(page: Path, language: str) -> None:
     """Say the page's language on its ``<html>`` element (nbgrader's template says none): the language of the
-    notebook the student submitted, whose instructions the page shows."""
+    notebook the student submitted, whose instructions the page shows; and put the template's own labels in
+    that language (:func:`feedback_pages.page_chrome_in`)."""
     if not page.is_file():
         return
     html = page.read_text(encoding="utf-8")
     tagged = re.sub(r"<html\b(?![^>]*\blang=)", f'<html lang="{PAGE_LANGUAGE.get(language, "en")}"', html, count=1)
+    tagged = feedback_pages.page_chrome_in(tagged, language)
     if tagged != html:
         page.write_text(tagged, encoding="utf-8")
 
@@ -103,9 +105,6 @@ def feedback(layout: Layout, assignment: str) -> FeedbackReport:
                 if result.readable:
                     nbgrader_pages.append(page)
                     set_page_language(page, result.language)
-                    if page.is_file() and result.language != "en":  # (the template's own labels too)
-                        page.write_text(feedback_pages.page_chrome_in(page.read_text(encoding="utf-8"), result.language),
-                                        encoding="utf-8")
                 else:  # nbgrader writes nothing for a notebook it could not read: say what was wrong
                     folder.mkdir(parents=True, exist_ok=True)
                     person = people.get(student)
