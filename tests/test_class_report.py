@@ -24,6 +24,7 @@ from attention_course.grading.class_report import pattern_of, point_biserial
 from attention_course.grading.cli import main as cli
 from attention_course.grading.course import Course
 from attention_course.grading.grade import NotebookResult
+from attention_course.grading import report_page
 
 ASSIGNMENT = "soft-hard"
 DIM_0 = CANONICAL_BUGS["softmax along dim 0 whatever dim says"][2]
@@ -209,3 +210,19 @@ def test_a_regrade_says_who_changed_by_how_much_and_why(graded, tmp_path_factory
     assert row["tests"].startswith("test-softmax 0->")
     text = _text((regrade / "reports" / ASSIGNMENT / "index.html").read_text(encoding="utf-8"))
     assert "10 students graded again; 1 of them changed." in text
+
+
+def test_a_report_that_fails_is_said_and_loses_no_grade(graded, tmp_path_factory, monkeypatch, capsys):
+    course, summaries, _ = graded
+    copy = tmp_path_factory.mktemp("broken-report") / "course"
+    shutil.copytree(course.root, copy)
+
+    def broken(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(report_page, "write_report_page", broken)
+    again = Course(copy).grade(ASSIGNMENT, jobs=1, progress=False)  # nothing changed: nobody graded again
+    said = capsys.readouterr().err
+    assert "the class report could not be written (OSError: No space left on device" in said
+    assert f"Run `attention-course report {ASSIGNMENT}` to try again" in said
+    assert {s.student: s.score for s in again} == {student: s.score for student, s in summaries.items()}

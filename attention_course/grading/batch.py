@@ -25,8 +25,7 @@ from attention_course.grading.intake import (
 from attention_course.grading.layout import Layout, tested_ids
 from attention_course.grading.records import Recorder, StudentSummary, all_recorded_scores, expected_scores
 from attention_course.grading.regrade import Regrades
-from attention_course.grading.class_report import gather
-from attention_course.grading.report import write_report
+from attention_course.grading.report import write_reports
 
 
 def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed: bool = True,
@@ -156,14 +155,10 @@ def grade(layout: Layout, assignment: str, *, jobs: int | None = None, sandboxed
 
 
 def _write_reports(layout: Layout, assignment: str) -> None:
-    """The reports after a batch. The grades are recorded by now: should the class report page fail, it is
-    said (and ``attention-course report`` can write it later), never a lost batch."""
-    from attention_course.grading.report_page import write_report_page
-
-    data = gather(layout, assignment)
-    write_report(layout, assignment, data)
+    """The reports after a batch (``report.write_reports``). The grades are recorded by now: should the class
+    report fail, it is said (and ``attention-course report`` can write it later), never a lost batch."""
     try:
-        write_report_page(layout, assignment, data)
+        write_reports(layout, assignment)
     except Exception as error:  # (not KeyboardInterrupt)
         where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
         print(f"the class report could not be written ({type(error).__name__}: {error}"
