@@ -122,6 +122,53 @@ def write_book_templates(book: Path, out: Path) -> None:
         sys.exit("the gettext build failed")
 
 
+def built_book_messages(root: Path = ROOT) -> dict[str, set[str]]:
+    """{page: its messages}, as Sphinx's gettext builder would extract them, read from the doctrees the English
+    HTML build keeps (``_build/.doctrees``, which ``make book`` brings up to date) instead of a second run of
+    Sphinx over the book (a minute of CPU): the same reader, transforms and execution cache made them, and the
+    gettext builder extracts its messages from them in the same way (``sphinx.util.nodes.extract_messages``:
+    the page's, then its tables of contents'). A page whose doctree is missing, or older than its source, is
+    an error: build the book first."""
+    import pickle
+
+    import yaml
+    from sphinx import addnodes
+    from sphinx.util.nodes import extract_messages
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    pages = [toc["root"]] + [entry for part in toc.get("parts", []) for entry in _toc_files(part.get("chapters", []))]
+    doctrees = root / "_build" / ".doctrees"
+    messages = {}
+    for page in pages:
+        source, doctree_path = root / f"{page}.md", doctrees / f"{page}.doctree"
+        if not doctree_path.is_file() or doctree_path.stat().st_mtime < source.stat().st_mtime:
+            raise FileNotFoundError(f"{doctree_path.relative_to(root)} is missing or older than its page: "
+                                    "build the book first (make book)")
+        doctree = pickle.loads(doctree_path.read_bytes())
+        found = {message for _node, message in extract_messages(doctree) if message}
+        for toctree in doctree.findall(addnodes.toctree):
+            found |= {message for _node, message in extract_messages(toctree) if message}
+        messages[page] = found
+    return messages
+
+
+def _toc_files(entries: list) -> list[str]:
+    return [file for entry in entries for file in [entry["file"], *_toc_files(entry.get("sections", []))]]
+
+
+def template_messages(root: Path = ROOT) -> set[str]:
+    """The messages of the book's HTML templates (``book/_ext/templates``), as Sphinx's gettext builder extracts
+    them into ``sphinx.pot``: Jinja's i18n extraction of every ``_()``/``gettext()`` call."""
+    import jinja2
+
+    environment = jinja2.Environment(extensions=["jinja2.ext.i18n"])
+    messages = set()
+    for template in sorted((root / "book" / "_ext" / "templates").glob("*.html")):
+        for _line, _function, message in environment.extract_translations(template.read_text(encoding="utf-8")):
+            messages |= {m for m in (message if isinstance(message, tuple) else (message,)) if isinstance(m, str) and m}
+    return messages
+
+
 def book_pots(pot_dir: Path) -> list[Path]:
     """The pages' templates among what the gettext builder wrote: not ``sphinx.pot``, the messages of the
     book's own HTML templates, which are translated with the theme's labels in book/_ext/locale."""
