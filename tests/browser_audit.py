@@ -45,6 +45,7 @@ class PageReport:
     math_elements: int = 0
     math_rendered: int = 0
     math_errors: int = 0
+    formula_problems: list[str] = field(default_factory=list)  # FORMULA_PROBLEMS on a phone, toggles opened (visit)
     final_url: str = ""  # where the page ended up (the root index redirects)
     files: dict[str, int] = field(default_factory=dict)  # the build's files it loaded (visit): path in the build, size on disk
     widths: dict[str, list[int]] = field(default_factory=dict)  # device: [scrollWidth, clientWidth] of the page (visit)
@@ -145,16 +146,103 @@ def _watch(page, report: PageReport, base: str) -> None:
 
 
 def wait_for_math(page) -> None:
-    """Wait for MathJax's first typeset where the page has math."""
-    if page.evaluate("document.querySelectorAll('.math').length") > 0:
-        page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15000)
-        page.evaluate("MathJax.startup.promise")
+    """Wait until the page's fonts are in, after which its formulas (drawn at build time, book/_ext/book_math.py)
+    have their final place, and the book's script has marked the wide ones (course-reader.js)."""
+    page.wait_for_function("document.fonts.status === 'loaded'")
+    page.evaluate(NEXT_FRAME)
 
 
 def _count_math(page, report: PageReport) -> None:
     report.math_elements = page.evaluate("document.querySelectorAll('.math').length")
-    report.math_rendered = page.evaluate("document.querySelectorAll('.math mjx-container').length")
-    report.math_errors = page.evaluate("document.querySelectorAll('mjx-merror').length")
+    report.math_rendered = page.evaluate("document.querySelectorAll('.math mjx-container svg').length")
+    report.math_errors = page.evaluate("document.querySelectorAll('mjx-merror, [data-mml-node=merror]').length")
+
+
+# What is wrong with the formulas of the page's article as a reader sees it now: a formula (its
+# drawing) that reaches beyond the screen's edges, unless a box that scrolls sideways holds it, which
+# must then be on the screen, really scroll, be a keyboard stop and be named; a formula, or anything
+# inside one, that is a keyboard stop though it does not scroll; MathJax's runtime on the page.
+FORMULA_PROBLEMS = r"""() => {
+  const problems = [];
+  const name = (el) => (el.closest('.math') || el).textContent.trim().slice(0, 40);
+  // The nearest box around the drawing that cuts it (it reaches past the box's edge): [box, overflow-x].
+  const cutBy = (drawing, r) => {
+    for (let up = drawing.parentElement; up; up = up.parentElement) {
+      const overflow = getComputedStyle(up).overflowX;
+      if (overflow === 'visible') continue;
+      const b = up.getBoundingClientRect();
+      if (r.left < b.left - 1 || r.right > b.right + 1) return [up, overflow];
+    }
+    return [null, null];
+  };
+  for (const drawing of document.querySelectorAll('article .math svg[role]')) {
+    const svg = drawing.getBoundingClientRect();
+    if (svg.width === 0 || !drawing.checkVisibility()) continue;  // in a part of the page that is closed
+    // What is drawn: the <svg>'s box, and its content, which may reach past it (a shrunk <svg>).
+    const ink = drawing.querySelector('g').getBoundingClientRect();
+    const r = {left: Math.min(svg.left, ink.left), right: Math.max(svg.right, ink.right)};
+    const [box, overflow] = cutBy(drawing, r);
+    if (box) {
+      const b = box.getBoundingClientRect();
+      if (overflow === 'hidden' || overflow === 'clip' || box.scrollWidth <= box.clientWidth + 1)
+        problems.push(`cut by a box that does not scroll: ${name(drawing)}`);
+      else if (b.left < -1 || b.right > innerWidth + 1) problems.push(`its scrolling box is off the screen: ${name(drawing)}`);
+      else if (box.closest('.math') && !(box.tabIndex === 0 && box.getAttribute('aria-label')))
+        problems.push(`scrolls but is no named keyboard stop: ${name(drawing)}`);
+    } else if (r.left < -1 || r.right > innerWidth + 1) {
+      problems.push(`beyond the screen's edge (${Math.round(r.left)}..${Math.round(r.right)} of ${innerWidth}): ${name(drawing)}`);
+    }
+  }
+  // A formula is no keyboard stop (an equation's number links to it: that link is one), unless its box scrolls.
+  for (const el of document.querySelectorAll('article .math, article .math *')) {
+    if (el.tabIndex < 0 || el.matches('a.headerlink') || !el.checkVisibility()) continue;
+    const scrolls = el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible';
+    if (!scrolls) problems.push(`a keyboard stop that does not scroll: ${name(el)}`);
+  }
+  if (window.MathJax || document.querySelector('script[src*="mathjax" i]')) problems.push('MathJax is loaded');
+  return problems;
+}"""
+# The element that has the keyboard's focus: what kind of control it is, whether it is (in) a formula and
+# whether that formula's box scrolls, and whether a focus ring shows (an outline or a box shadow).
+FOCUSED = r"""() => {
+  const el = document.activeElement;
+  if (!el || el === document.body) return null;
+  const cs = getComputedStyle(el);
+  const visible = (color) => color && !/^(transparent|rgba\(.*,\s*0\))$/.test(color);
+  const ring = (cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) >= 1 && visible(cs.outlineColor))
+    || (cs.boxShadow !== 'none' && cs.boxShadow !== '');
+  const math = el.closest('.math');
+  const kinds = {menu: '.primary-toggle', download: '.dropdown-toggle', toggle: '.toggle-button',
+                 theme: '.theme-switch-button', widget: '.course-widget *', formula: '.math, .math *'};
+  return {
+    kind: Object.keys(kinds).find((kind) => el.matches(kinds[kind])) || el.tagName.toLowerCase(),
+    what: el.outerHTML.slice(0, 120),
+    scrolls: Boolean(math) && el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible'
+      && Boolean(el.getAttribute('aria-label')),
+    ring,
+  };
+}"""
+
+
+def tab_through(page, limit: int = 600) -> list[dict]:
+    """Every keyboard stop of the page, in Tab order from its top, as ``FOCUSED`` describes it."""
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    stops, seen = [], set()
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        stop = page.evaluate(FOCUSED)
+        key = page.evaluate("() => { const el = document.activeElement; if (!el.dataset.tabStop) el.dataset.tabStop = String(Math.random()); return el.dataset.tabStop; }")
+        if stop is None or key in seen:  # back at the top
+            break
+        seen.add(key)
+        stops.append(stop)
+    return stops
+
+
+# Open every "Click to show" part of the page (sphinx-togglebutton), as a reader who reads it all does.
+OPEN_TOGGLES = """() => { for (const b of document.querySelectorAll('main button.toggle-button')) {
+  if (b.getAttribute('aria-expanded') !== 'true') b.click(); }
+  for (const d of document.querySelectorAll('main details')) d.open = true; }"""
 
 
 def _each_once(report: PageReport) -> PageReport:
@@ -210,6 +298,8 @@ def visit(browser, base: str, path: str, folder: Path, settle_ms: int = 300) -> 
     URLs under ``base`` may load, and record all that the page tests need from that one load:
 
     - every problem, as ``audit_page`` does, with the math rendered and every widget drawn;
+    - ``formula_problems``: what is wrong with its formulas on the phone (``FORMULA_PROBLEMS``), with every
+      "Click to show" part opened (the page's width is measured again then);
     - ``files``: every file of the build (served from ``folder``) it loaded until the network was quiet, with
       its size on disk (0: not in the build), counted from the page's first request, none from a cache;
     - ``widths``: its width against the screen's on the phone, and then with the same page turned into a
@@ -246,6 +336,11 @@ def visit(browser, base: str, path: str, folder: Path, settle_ms: int = 300) -> 
         if late > 0:
             page.wait_for_timeout(late * 1000)
         _count_math(page, report)
+        measure_width(page, report, "phone")
+        page.evaluate(OPEN_TOGGLES)
+        page.evaluate(NEXT_FRAME)
+        page.evaluate(NEXT_FRAME)
+        report.formula_problems = page.evaluate(FORMULA_PROBLEMS)
         measure_width(page, report, "phone")
         page.set_viewport_size(dict(zip(("width", "height"), DEVICES["tablet"])))
         page.evaluate(NEXT_FRAME)

@@ -77,6 +77,20 @@ def test_a_sphinx_warning_makes_the_build_fail(tmp_path):
     assert "a-chapter-that-does-not-exist" in result.stdout + result.stderr
 
 
+def test_a_formula_that_cannot_be_typeset_makes_the_build_fail(tmp_path):
+    # The math is drawn at build time (book/_ext/book_math.py): a TeX error or an unknown command must stop
+    # the build, not leave raw TeX (or MathJax's red error box) in the page.
+    book = _copy_book(tmp_path)
+    chapter = book / OVERVIEW
+    chapter.write_text(chapter.read_text() + "\nA formula with a typo: $\\softmaks(x)$, and one unclosed: $x^{2$.\n")
+    result = _make_book(book)
+    log = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "cannot typeset '\\\\softmaks(x)' (Undefined control sequence \\softmaks) in book/01-overview.html" in log
+    assert "cannot typeset 'x^{2'" in log
+    assert "The book is built" not in log
+
+
 def test_the_unchanged_copy_builds_and_reexecutes_only_when_the_package_changes(tmp_path):
     # The control for the three tests above: the copy itself is a good book.
     book = _copy_book(tmp_path)

@@ -236,3 +236,42 @@ def test_a_build_without_jieba_stops_with_the_command_that_installs_it(monkeypat
     assert config.html_show_search_summary is False  # the excerpts come from the build, not from fetches
     requirements = (Path(__file__).resolve().parents[1] / "requirements.txt").read_text()
     assert course_search.JIEBA_PIN in requirements.splitlines()  # the message names the pinned release
+
+
+# ---- Ranking and the search field ---------------------------------------------------------------------
+
+# A query that many glossary entries contain (自注意力, 注意力机制 …; "self-attention", "attention head" …).
+RANKED = {"en": "attention", "zh_CN": "注意力"}
+
+
+def test_the_chapters_come_before_the_glossary_entries_that_merely_contain_the_word(browser, edition, roots):
+    language = edition[0]
+    with reader(browser, roots["http"], f"search.html?q={quote(RANKED[language])}", "desktop") as page:
+        found = [item["href"] for item in results(page)]
+    chapter = re.compile(r"^book/\d\d-[\w-]+\.html$")
+    first_chapter = next(i for i, href in enumerate(found) if chapter.match(href))
+    # At most the entry of the word itself comes first (its definition); then the chapters.
+    assert first_chapter <= 1, found[:5]
+    entries = [i for i, href in enumerate(found) if href.startswith("book/glossary.html#")]
+    assert len(entries) >= 5  # the entries are still found ...
+    assert all(i > first_chapter for i in entries[1:]), found[:10]  # ... after the chapters, but one
+    chapters = [i for i, href in enumerate(found) if chapter.match(href)]
+    assert max(chapters) < entries[1], found
+
+
+@pytest.mark.parametrize("device", ["phone", "desktop"])
+def test_the_search_icon_leaves_the_query_readable(browser, edition, roots, device):
+    query = RANKED[edition[0]]
+    with reader(browser, roots["http"], f"search.html?q={quote(query)}", device) as page:
+        results(page)
+        field = page.locator("main input[name=q]")
+        assert field.input_value() == query
+        icon_right, text_left = field.evaluate(
+            """input => {
+                 const icon = input.parentElement.querySelector('i');
+                 const cs = getComputedStyle(input);
+                 const glyph = icon.getBoundingClientRect();
+                 return [glyph.right, input.getBoundingClientRect().left + parseFloat(cs.borderLeftWidth) + parseFloat(cs.paddingLeft)];
+               }"""
+        )
+    assert icon_right <= text_left, f"the icon ends at {icon_right} px, the query's text starts at {text_left} px"

@@ -6,11 +6,14 @@ page is loaded, at most, twice, and every check below reads what those loads rec
 
 - on a phone (390×844, touch), in a fresh context, its edition served on its own (browser_audit.visit):
   every problem (an outside request, a failed request, a console or page error, math not rendered), every
-  file it loads until the network is quiet, with its size, and its width; then on a tablet's screen
-  (820×1180), its width again;
+  file it loads until the network is quiet, with its size, and its width; what is wrong with its formulas
+  (browser_audit.FORMULA_PROBLEMS: one beyond the screen's edge, a box that does not scroll or is no
+  named keyboard stop, a formula that is a keyboard stop) with every "Click to show" part opened; then on
+  a tablet's screen (820×1180), its width again;
 - on a desktop (1366×900), in one tab for the whole book (``walk_on_a_desktop``): each English page, then
   its Chinese twin through the reader's click on 中文, then back through the click on English; the
-  problems met on the way, the width of both pages, where each click landed, and on the English pages
+  problems met on the way, the width of both pages, what is wrong with their formulas (as on the phone),
+  where each click landed, and on the English pages
   with Chinese in them (``CHINESE_READ``), the Chinese text a screen reader would read outside lang="zh".
 
 The page-weight budget (bench/lighthouse_pages.py records the same bytes, and Lighthouse's scores):
@@ -18,13 +21,15 @@ The page-weight budget (bench/lighthouse_pages.py records the same bytes, and Li
 - any page: at most 3 MB, as a phone's browser loads it on a first visit (its files' sizes on disk, what a
   reader downloads uncompressed);
 - the book's own frame (theme, fonts, scripts: what a page with no math, widget or search loads): at most
-  1 MB; MathJax (about 1.1 MB) only on pages with math, the widget host only on pages with a widget, the
-  search scripts, index and excerpt texts only on the search page;
+  1 MB; no page loads MathJax (the formulas are drawn into the pages at build time, book/_ext/book_math.py),
+  the widget host only on pages with a widget, the search scripts, index and excerpt texts only on the
+  search page;
 - never Font Awesome's 1.4 MB script (the theme's stylesheet draws the icons from the web font).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +38,9 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from browser_audit import (DEVICES, SET_UP, PageReport, _inside, audit_page, block_outside, click_where_it_is, editions,
-                           measure_width, pages_of, serve, visit, wait_for_math)
+from browser_audit import (DEVICES, FORMULA_PROBLEMS, NEXT_FRAME, OPEN_TOGGLES, SET_UP, PageReport, _inside, audit_page,
+                           block_outside, click_where_it_is, editions, measure_width, pages_of, serve, visit,
+                           wait_for_math)
 
 pytestmark = pytest.mark.browser
 
@@ -53,6 +59,7 @@ class Walk:
     pages: list[str]  # the English pages walked from
     problems: dict[str, list[str]] = field(default_factory=dict)  # page: what failed while it was open
     widths: dict[str, list[int]] = field(default_factory=dict)  # page: [scrollWidth, clientWidth]
+    formulas: dict[str, list[str]] = field(default_factory=dict)  # page: FORMULA_PROBLEMS, toggles opened
     # page of CHINESE_READ: (Chinese texts of its main column not inside lang="zh…", how many elements are lang="zh")
     chinese: dict[str, tuple[list[str], int]] = field(default_factory=dict)
     switches: dict[str, str] = field(default_factory=dict)  # page: what went wrong switching from it
@@ -113,6 +120,11 @@ def walk_on_a_desktop(browser, built_html: Path, chinese: str) -> Walk:
                     page.wait_for_function(condition)
                 wait_for_math(page)
                 report = PageReport(path)
+                measure_width(page, report, "desktop")
+                page.evaluate(OPEN_TOGGLES)
+                page.evaluate(NEXT_FRAME)
+                page.evaluate(NEXT_FRAME)
+                walk.formulas[path] = page.evaluate(FORMULA_PROBLEMS)
                 measure_width(page, report, "desktop")
                 walk.widths[path] = report.widths["desktop"]
                 if path in CHINESE_READ:
@@ -212,6 +224,60 @@ def test_math_renders_offline(crawl):
     assert not report.problems
 
 
+# ---- Formulas: drawn at build time, readable on a phone and a desktop, no keyboard stops ---------------
+
+MATH_ELEMENT = re.compile(r'<(span|div) class="math notranslate nohighlight"[^>]*>(.*?)</\1>', re.S)
+
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_every_formula_is_drawn_at_build_time_for_eyes_and_screen_readers(crawl, language):
+    folder = crawl.folders[language]
+    formulas = 0
+    for path in pages_of(folder):
+        html = (folder / path).read_text(encoding="utf-8")
+        scripts = re.findall(r"<script\b[^>]*>", html) + re.findall(r"<script\b[^>]*>([^<]*)</script>", html)
+        assert not [s for s in scripts if "mathjax" in s.lower()], path  # no MathJax, its config neither
+        for element in MATH_ELEMENT.finditer(html):
+            formulas += 1
+            inner = element.group(2)
+            assert "\\(" not in inner and "\\[" not in inner, (path, inner[:200])  # no TeX left
+            # drawn (hidden from screen readers), and said in MathML (hidden from eyes)
+            assert re.search(r'<svg [^>]*aria-hidden="true"', inner), (path, inner[:200])
+            assert '<mjx-assistive-mml' in inner and "<math" in inner, (path, inner[:200])
+    assert formulas > 1000, formulas  # the book's ~2000 formulas an edition
+
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_every_formula_fits_a_phone_or_scrolls_in_its_box_and_none_is_a_keyboard_stop(crawl, language):
+    visits = {path: report for path, report in crawl.on_a_phone(language).items() if path != "index.html"}
+    problems = {path: report.formula_problems for path, report in visits.items() if report.formula_problems}
+    assert problems == {}
+    assert sum(report.math_rendered for report in visits.values()) > 1000  # the formulas were there to check
+
+
+def test_every_formula_fits_a_desktop_or_scrolls_in_its_box(crawl):
+    walk = crawl.on_a_desktop()
+    assert len(walk.formulas) >= 2 * len(walk.pages)
+    problems = {path: found for path, found in walk.formulas.items() if found}
+    assert problems == {}
+
+
+def test_a_clipped_formula_and_a_formula_that_is_a_stop_are_caught(built_html, browser, tmp_path):
+    # The formula checks must be able to fail: on a copy of chapter 4 whose formula boxes do not scroll
+    # and whose first formula is a keyboard stop, as MathJax's runtime made it.
+    copy = tmp_path / "html"
+    shutil.copytree(built_html, copy, ignore=shutil.ignore_patterns("zh"))
+    page = copy / "book" / "04-three-stages.html"
+    html = page.read_text(encoding="utf-8")
+    html = html.replace("</head>", "<style>main .math { overflow: visible !important; display: inline !important }</style></head>", 1)
+    html = html.replace('<span class="math notranslate nohighlight">', '<span class="math notranslate nohighlight" tabindex="0">', 1)
+    page.write_text(html, encoding="utf-8")
+    with serve(copy) as base:
+        report = visit(browser, base, "book/04-three-stages.html", copy)
+    assert any("beyond the screen's edge" in problem for problem in report.formula_problems), report.formula_problems
+    assert any("keyboard stop that does not scroll" in problem for problem in report.formula_problems)
+
+
 def test_the_root_page_leads_to_the_book(crawl):
     report = crawl.on_a_phone(ENGLISH)["index.html"]
     assert report.final_url == report.url.removesuffix("index.html") + "book/index.html"
@@ -235,7 +301,8 @@ def test_what_a_page_loads_beyond_the_frame_it_needs(crawl, language):
         names = {Path(name).name for name in files}
         assert "fontawesome.js" not in names, page
         has_math = 'class="math' in html
-        assert any(name.startswith("_static/offline/mathjax/") for name in files) == has_math, page
+        assert not any("mathjax" in name.lower() for name in files), page
+        assert "_static/course-math.css" in files, page  # the formulas' styles (2.5 KB), on every page
         assert ("widget-host.js" in names) == ("application/vnd.jupyter.widget-view+json" in html), page
         for name in SEARCH_ONLY:
             assert (name in names) == (page == "search.html"), f"{page} and {name}"

@@ -3,7 +3,8 @@
 Headless Chromium opens the built pages, served under a sub-path with every outside request blocked, at
 each size and colour scheme, and does what a reader does: opens the chapter list and "On this page"
 and follows a link from them, closes them with Escape, their Close button or a tap outside; scrolls a
-wide equation; enlarges a figure; and checks that every page has a favicon. No console error, failed
+wide equation; enlarges a figure; goes through chapter 4 with the Tab key (no formula is a stop unless it
+scrolls, every stop shows a focus ring); and checks that every page has a favicon. No console error, failed
 request or outside request is allowed on any page opened here. That no page scrolls sideways on any of
 these screens, and that Chinese text is marked as Chinese for screen readers, are checked in
 tests/test_every_page.py, on the same loads as the pages' other checks.
@@ -15,7 +16,7 @@ import re
 
 import pytest
 
-from browser_audit import DEVICES, NARROW, SCHEMES, pages_of, reader, serve
+from browser_audit import DEVICES, NARROW, SCHEMES, pages_of, reader, serve, tab_through
 
 pytestmark = pytest.mark.browser
 
@@ -141,7 +142,6 @@ def test_a_wide_equation_scrolls_in_its_own_box_on_a_phone(browser, base):
             assert box.evaluate("el => el.scrollLeft > 0 && el.scrollLeft + el.clientWidth >= el.scrollWidth - 2")
     # On a desktop the same page has fewer boxes that need to scroll.
     with reader(browser, base, CHAPTER_4, "desktop") as page:
-        page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
         page.wait_for_function("document.fonts.status === 'loaded'")
         desktop = page.locator("main .course-scrolls").count()
     assert desktop < on_phone
@@ -204,3 +204,32 @@ def test_every_button_is_named_with_the_words_it_shows(browser, base, device):
                }"""
         )
     assert mismatched == [], mismatched
+
+
+# ---- The keyboard: formulas are no stops, every stop shows where it is -----------------------------------
+
+@pytest.mark.parametrize("device", ["phone", "desktop"])
+def test_by_keyboard_formulas_are_no_stops_and_every_control_shows_its_focus(browser, base, device):
+    with reader(browser, base, CHAPTER_4, device) as page:
+        page.wait_for_function("document.querySelector('.course-widget input, .course-widget button') !== null")
+        page.wait_for_function("document.fonts.status === 'loaded'")
+        stops = tab_through(page)
+        # The formula boxes that scroll sideways (named keyboard stops) above the playground.
+        scrolling_above = page.evaluate(
+            """() => { const widget = document.querySelector('.course-widget');
+                 return [...document.querySelectorAll('main .course-scrolls')]
+                   .filter((box) => box.compareDocumentPosition(widget) & Node.DOCUMENT_POSITION_FOLLOWING).length; }""")
+    kinds = {stop["kind"] for stop in stops}
+    # The controls a reader reaches by keyboard on this page, each of them a stop.
+    expected = {"menu", "download", "toggle", "theme", "widget"}
+    assert expected <= kinds, (expected - kinds, len(stops))
+    # No formula is a stop, except one whose box scrolls sideways (it is named, and scrolls from the keys).
+    formulas = [stop["what"] for stop in stops if stop["kind"] == "formula" and not stop["scrolls"]]
+    assert formulas == []
+    # Every stop shows where the keyboard is.
+    ringless = [(stop["kind"], stop["what"]) for stop in stops if not stop["ring"]]
+    assert ringless == []
+    # On the way to the playground the only formulas are those boxes (with MathJax's runtime it was Tab 206
+    # on a phone, 110 formulas before it being stops; bench/math_and_keyboard.py counts them).
+    to_widget = next(i for i, stop in enumerate(stops) if stop["kind"] == "widget")
+    assert sum(stop["kind"] == "formula" for stop in stops[:to_widget]) == scrolling_above

@@ -9,8 +9,10 @@ figures to enlarge, Chinese text marked as Chinese, a favicon.
     a wide screen (≥ 992 px) ☰ hides or shows the sidebar; on a narrow one each button opens its
     sidebar as a modal dialog that Escape, a tap outside or its Close button dismisses, after which
     focus returns to the button.
-  - Display equations wider than the page scroll sideways inside their own box, with a shadow at the
-    edge that has more, and can be focused and scrolled from the keyboard.
+  - Formulas wider than the column (display ones, and inline ones, then put on a line of their own)
+    scroll sideways inside their own box, with a shadow at the edge that has more, and only such a box
+    can be focused (and scrolled from the keyboard); the formulas themselves are no keyboard stops.
+  - Every control shows a focus ring when the keyboard reaches it.
   - Every figure of the text can be enlarged: the image is a link to itself, and a tap opens it at its
     full resolution in a dialog (scrollable on a phone), so that its labels are as large as when it was
     drawn (the course draws at 100 dpi with 8-10 pt text: 11-14 px).

@@ -1,5 +1,5 @@
 // The book's reader helpers (book/_ext/reader_ux.py says why each exists): sidebars that open on
-// every screen, equations that scroll in their own box, figures that can be enlarged.
+// every screen, formulas that scroll in their own box, figures that can be enlarged.
 (function () {
   "use strict";
 
@@ -95,33 +95,44 @@
   // Capture phase on the document: runs before the themes' own handlers on the buttons.
   document.addEventListener("click", onToggle, true);
 
-  // ---- Wide equations --------------------------------------------------------------------------
-  function markWideEquations() {
-    for (const box of document.querySelectorAll("main mjx-container[display='true'], main div.math")) {
-      const wide = box.scrollWidth > box.clientWidth + 1;
-      box.classList.toggle("course-scrolls", wide);
-      if (wide) {
-        box.tabIndex = 0;
-        box.setAttribute("role", "region");
-        box.setAttribute("aria-label", t("Equation (scrolls sideways)"));
-      } else if (box.classList.contains("course-was-wide")) {
-        box.removeAttribute("tabindex");
-        box.removeAttribute("role");
-        box.removeAttribute("aria-label");
-      }
-      box.classList.toggle("course-was-wide", wide);
+  // ---- Wide formulas ----------------------------------------------------------------------------
+  // The formulas are SVG drawn at build time (book/_ext/book_math.py): none is a keyboard stop. One
+  // wider than the column scrolls in its own box, which then is one (focusable, named), so that its
+  // hidden part can be reached from the keyboard. An inline formula cannot break across lines: one
+  // wider than its paragraph is put on a line of its own, as a box that scrolls.
+  function makeScrollBox(box, wide) {
+    box.classList.toggle("course-scrolls", wide);
+    if (wide) {
+      box.tabIndex = 0;
+      box.setAttribute("role", "region");
+      box.setAttribute("aria-label", t("Equation (scrolls sideways)"));
+    } else if (box.classList.contains("course-was-wide")) {
+      box.removeAttribute("tabindex");
+      box.removeAttribute("role");
+      box.removeAttribute("aria-label");
     }
+    box.classList.toggle("course-was-wide", wide);
   }
-  function whenMathIsTypeset(callback) {
-    // MathJax is deferred like this script; by the window's load event it has started (or the page
-    // has no math), and its promise settles once the page is typeset. Web fonts can widen it later.
-    const run = () => {
-      const mathJax = window.MathJax;
-      const typeset = mathJax && mathJax.startup && mathJax.startup.promise ? mathJax.startup.promise : Promise.resolve();
-      typeset.then(callback).then(() => document.fonts && document.fonts.ready).then(callback);
-    };
-    if (document.readyState === "complete") run();
-    else window.addEventListener("load", run, { once: true });
+  function blockOf(element) {
+    let block = element.parentElement;
+    while (block && getComputedStyle(block).display.startsWith("inline")) block = block.parentElement;
+    return block;
+  }
+  function markWideEquations() {
+    for (const formula of document.querySelectorAll("main span.math")) {
+      const drawing = formula.querySelector("svg");
+      const width = drawing ? drawing.getBoundingClientRect().width : 0;
+      const block = width > 0 && blockOf(formula);  // none where the formula is not shown (a closed part)
+      if (!block) continue;
+      const style = getComputedStyle(block);
+      const room = block.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+      const wide = width > room + 1;
+      formula.classList.toggle("course-wide-inline", wide);
+      makeScrollBox(formula, wide);
+    }
+    for (const box of document.querySelectorAll("main div.math > mjx-container[display='true']")) {
+      makeScrollBox(box, box.scrollWidth > box.clientWidth + 1);
+    }
   }
 
   // ---- Figures to enlarge ----------------------------------------------------------------------
@@ -197,7 +208,13 @@
   function start() {
     setUpSidebars();
     makeFiguresEnlargeable();
-    whenMathIsTypeset(markWideEquations);
+    markWideEquations();
+    // Once the page's fonts are in, its paragraphs may be wider or narrower.
+    if (document.fonts) document.fonts.ready.then(markWideEquations);
+    window.addEventListener("load", markWideEquations, { once: true });
+    // A part of the page that opens ("Click to show", <details>) shows formulas that had no width.
+    document.addEventListener("click", () => requestAnimationFrame(markWideEquations));
+    document.addEventListener("toggle", () => requestAnimationFrame(markWideEquations), true);
     let pending = null;
     window.addEventListener("resize", () => {
       clearTimeout(pending);
