@@ -169,3 +169,24 @@ def assert_gradebook_holds_the_results(course_root: Path, course_id: str, assign
             cells = {grade.name: grade.score for grade in notebook.grades}
             assert cells == {g: (c["points"] if c["passed"] else 0) for g, c in result.checks.items()}
             assert (notebook.score, notebook.max_score) == (result.score, max_score)
+
+
+def command(*args: str) -> subprocess.CompletedProcess:
+    """``attention-course ARGS`` run by its own ``main`` in this process (what the console script calls, with the
+    same exit status, output and messages), so a test that runs many commands pays the interpreter's start and
+    PyTorch's import once, not once a command. Tests of the command line itself run it as a subprocess
+    (test_grading_cli.cli)."""
+    import contextlib
+    import io
+
+    from attention_course.grading.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(list(args))
+        except SystemExit as stop:
+            status = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+            if stop.code is not None and not isinstance(stop.code, int):
+                print(stop.code, file=sys.stderr)
+    return subprocess.CompletedProcess(["attention-course", *args], status or 0, out.getvalue(), err.getvalue())

@@ -15,8 +15,7 @@ from nbgrader.api import Gradebook
 import lms_exports
 from attention_course.grading import lms
 from attention_course.grading.nbgrader_bridge import COURSE_ID
-from grading_support import released_copy
-from test_grading_cli import cli
+from grading_support import command as cli, released_copy
 
 pytestmark = pytest.mark.slow
 
