@@ -75,8 +75,8 @@ def test_a_reader_translates_tom_chase_jerry_on_a_phone_offline(browser, base, b
         # the numbers PyTorch computes.
         rows = explorer.locator(".lt-matrix tr:has(td)")
         assert rows.count() == 4
-        drawn = [[float(cell) for cell in rows.nth(i).locator("td").all_text_contents()] for i in range(3)]
-        assert drawn == pytest.approx(weights.tolist(), abs=0.006)
+        drawn = [float(cell) for i in range(3) for cell in rows.nth(i).locator("td").all_text_contents()]
+        assert drawn == pytest.approx(weights.flatten().tolist(), abs=0.006)
 
         # Choosing step 1 by keyboard shows its weights.
         first = explorer.locator(".lt-step").first

@@ -156,7 +156,7 @@ function render({ model, el }) {
       await new Promise((resolve) => setTimeout(resolve, STEP_DELAY_MS));
     }
     if (mine !== run) return;
-    state.selected = Math.min(state.selected, state.steps.length - 1);
+    state.selected = 0; // the first word's attention, until the reader chooses another step
     output.removeAttribute("aria-busy");
     draw(loaded);
   }
