@@ -7,12 +7,14 @@ accessible (``a11y.js``, ``a11y.css``) is inlined into each by ``front_end.py``.
 """
 
 from attention_course.widgets.alignment import AlignedSentence, AlignmentExplorer
+from attention_course.widgets.live_translator import LiveTranslator
 from attention_course.widgets.playground import AttentionPlayground, PlaygroundInputError, playground_attention, polar
 
 __all__ = [
     "AlignedSentence",
     "AlignmentExplorer",
     "AttentionPlayground",
+    "LiveTranslator",
     "PlaygroundInputError",
     "playground_attention",
     "polar",
