@@ -111,6 +111,7 @@ def test_the_notebooks_are_the_chapters_code_without_outputs_in_each_language(fo
         for cell in notebook.cells:
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None
+    assert [c.id for c in english.cells] == [c.id for c in chinese.cells]  # the same cells, the same ids
     code = [(c, e, z) for c, e, z in zip(source.cells, english.cells, chinese.cells) if c.cell_type == "code"]
     assert code, name
     for cell, en, zh in code:

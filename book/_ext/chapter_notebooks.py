@@ -26,6 +26,7 @@ notebook (.ipynb)", in the page's language.
 from __future__ import annotations
 
 import functools
+import hashlib
 import posixpath
 import re
 from pathlib import Path
@@ -106,7 +107,9 @@ def chapter_notebook(path: Path, language: str = "en", srcdir: Path | None = Non
                                                            "name": "python3"}),
         "language_info": {"name": "python"},
     }
-    for cell in notebook.cells:
+    for index, cell in enumerate(notebook.cells):
+        # the same ids in every build and edition (jupytext draws them at random)
+        cell.id = hashlib.sha256(f"{Path(path).stem}:{index}".encode()).hexdigest()[:8]
         cell.metadata.pop("lines_to_next_cell", None)
         if cell.cell_type == "code":
             cell.outputs = []
