@@ -5,7 +5,7 @@ notebook (.ipynb)" (下载本章的 Jupyter Notebook（.ipynb）) to a notebook 
 (book/_ext/chapter_notebooks.py). Read from the book as built (`make book`):
 
 - every chapter page of both editions links to its notebook, in the page's language, with an ordinary
-  link (focusable from the keyboard);
+  link; in Chromium a reader reaches it with Tab and Enter downloads the notebook;
 - each notebook is valid, holds no outputs, and is the chapter's code; the Chinese one computes exactly
   what the English one does, and its prose is the Chinese page's;
 - `scripts/write_notebooks.py` (`make lab`) writes the same notebooks;
@@ -145,6 +145,33 @@ def _prose_lines(markdown: str) -> list[str]:
         if len(re.findall(r"\b[A-Za-z]{3,}\b", text)) >= 6:
             found.append(line)
     return found
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("edition,device", [(ENGLISH, "phone"), (CHINESE, "desktop")])
+def test_a_reader_reaches_the_link_from_the_keyboard_and_downloads_the_notebook(built_html, browser, edition,
+                                                                               device, tmp_path):
+    from browser_audit import reader, serve
+
+    folder = "" if edition == ENGLISH else "zh/"
+    with serve(built_html) as base, reader(browser, base, f"{folder}book/02-soft-hard.html", device) as page:
+        link = page.locator("a.chapter-notebook-link")
+        assert link.is_visible()
+        box = link.bounding_box()
+        assert box["height"] >= 16 and box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"] + 1
+        # Tab from the top of the page reaches it (within the header's controls and the title's).
+        for _ in range(60):
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.classList.contains('chapter-notebook-link')"):
+                break
+        else:
+            pytest.fail("the notebook link is not reached with Tab")
+        with page.expect_download() as download:
+            page.keyboard.press("Enter")
+        saved = tmp_path / download.value.suggested_filename
+        download.value.save_as(saved)
+    assert saved.name == "02-soft-hard.ipynb"
+    assert saved.read_bytes() == (built_html / folder / "notebooks" / "02-soft-hard.ipynb").read_bytes()
 
 
 def test_the_markdown_translation_keeps_each_lines_markers():
