@@ -24,11 +24,13 @@ catalogs: venv assets system
 
 ## lab: the chapters as notebooks (what each chapter page offers for download) in JupyterLab, in the
 ## course's environment: written into _build/notebooks/EDITION (en, or EDITION=zh_CN for 中文) and opened
-## there; trained models come from the book's model cache (_build/.model_cache) when it has them
+## there; trained models come from the book's model cache (_build/.model_cache) when it has them.
+## LAB_FLAGS: JupyterLab's own options (--no-browser, --port 8889); as root (a container) it adds --allow-root
 EDITION ?= en
 lab: venv
 	$(PY) scripts/write_notebooks.py $(BOOK) --edition $(EDITION) --out $(abspath $(BOOK))/_build/notebooks/$(EDITION)
-	ATTENTION_COURSE_MODEL_CACHE=$(abspath $(BOOK))/_build/.model_cache $(VENV)/bin/jupyter lab $(abspath $(BOOK))/_build/notebooks/$(EDITION)
+	ATTENTION_COURSE_MODEL_CACHE=$(abspath $(BOOK))/_build/.model_cache $(VENV)/bin/jupyter lab $(LAB_FLAGS) \
+		$(if $(filter 0,$(shell id -u)),--allow-root) $(abspath $(BOOK))/_build/notebooks/$(EDITION)
 
 ## test: the whole test suite (builds the book first if it is not up to date), in TEST_WORKERS processes
 ## (pytest-xdist; each test file runs whole in one of them, so a module's fixtures are built once). Three on
