@@ -18,6 +18,7 @@ notebook (.ipynb)" (下载本章的 Jupyter Notebook（.ipynb）) to a notebook 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import re
 import sys
@@ -242,8 +243,10 @@ def executed(folders, tmp_path_factory):
     os.environ["ATTENTION_COURSE_MODEL_CACHE"] = str(cache)
     start = time.perf_counter()
     try:
-        results = asyncio.run(_execute_all(sorted((folders[ENGLISH] / "notebooks").glob("*.ipynb")),
-                                           tmp_path_factory.mktemp("downloads")))
+        # in a thread of its own: Playwright's sync API (the browser tests) keeps an event loop running here
+        with concurrent.futures.ThreadPoolExecutor(1) as thread:
+            results = thread.submit(asyncio.run, _execute_all(sorted((folders[ENGLISH] / "notebooks").glob("*.ipynb")),
+                                                              tmp_path_factory.mktemp("downloads"))).result()
     finally:
         if before is None:
             os.environ.pop("ATTENTION_COURSE_MODEL_CACHE")
