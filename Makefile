@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 BOOK ?= .
 HTML := $(abspath $(BOOK))/_build/html
 
-.PHONY: book test bench exercises catalogs system system-test assets venv lock clean
+.PHONY: book test bench exercises catalogs lab system system-test assets venv lock clean
 
 ## book: set up everything, then build both editions of the HTML book (warnings are errors):
 ## English into _build/html, 中文 into _build/html/zh (the chapters execute once, for both)
@@ -21,6 +21,16 @@ book: venv assets system
 ## (book/locale, attention_course/locale); then translate what is new or marked fuzzy there
 catalogs: venv assets system
 	$(PY) scripts/update_catalogs.py $(BOOK)
+
+## lab: the chapters as notebooks (what each chapter page offers for download) in JupyterLab, in the
+## course's environment: written into _build/notebooks/EDITION (en, or EDITION=zh_CN for 中文) and opened
+## there; trained models come from the book's model cache (_build/.model_cache) when it has them.
+## LAB_FLAGS: JupyterLab's own options (--no-browser, --port 8889); as root (a container) it adds --allow-root
+EDITION ?= en
+lab: venv
+	$(PY) scripts/write_notebooks.py $(BOOK) --edition $(EDITION) --out $(abspath $(BOOK))/_build/notebooks/$(EDITION)
+	ATTENTION_COURSE_MODEL_CACHE=$(abspath $(BOOK))/_build/.model_cache $(VENV)/bin/jupyter lab $(LAB_FLAGS) \
+		$(if $(filter 0,$(shell id -u)),--allow-root) $(abspath $(BOOK))/_build/notebooks/$(EDITION)
 
 ## test: the whole test suite (builds the book first if it is not up to date), in TEST_WORKERS processes
 ## (pytest-xdist; each test file runs whole in one of them, so a module's fixtures are built once). Three on
