@@ -20,7 +20,8 @@ The page-weight budget (bench/lighthouse_pages.py records the same bytes, and Li
 - the book's own frame (theme, fonts, scripts: what a page with no math, widget or search loads): at most
   1 MB; MathJax (about 1.1 MB) only on pages with math, the widget host only on pages with a widget, the
   search scripts, index and excerpt texts only on the search page;
-- never Font Awesome's 1.4 MB script (the theme's stylesheet draws the icons from the web font).
+- never Font Awesome's 1.4 MB script (the theme's stylesheet draws the icons from the web font);
+- served as a reader's server should (scripts/serve_book.py), every text file arrives gzipped.
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
+from repo_scripts import script
+
 from browser_audit import (DEVICES, SET_UP, PageReport, _inside, audit_page, block_outside, click_where_it_is, editions,
                            measure_width, pages_of, serve, visit, wait_for_math)
 
 pytestmark = pytest.mark.browser
+serve_book = script("serve_book")
 
 ENGLISH, CHINESE = "en", "zh_CN"
 KB = 1000
@@ -250,6 +254,25 @@ def test_the_pages_were_weighed(crawl, language):
     assert len(loads) >= 20
     missing = {page: [name for name, size in files.items() if size == 0] for page, files in loads.items()}
     assert not any(missing.values()), f"files loaded that are not in the build: {missing}"
+
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_pages_arrive_compressed(crawl, language):
+    """As a reader's server sends the book (scripts/serve_book.py, which serve() uses): every text file a page
+    loads (the page, its stylesheets, scripts, search texts) that is worth compressing comes gzipped, from the
+    copy the build wrote beside it, and what a phone downloads on a first visit is well under its size on disk."""
+    gzip_worthy = serve_book.COMPRESSED_SUFFIXES
+    for page, report in crawl.on_a_phone(language).items():
+        if page == "index.html":
+            continue
+        plain = [name for name, size in report.files.items()
+                 if Path(name).suffix in gzip_worthy and size >= serve_book.SMALLEST
+                 and report.sent.get(name, [0, ""])[1] != "gzip"]
+        assert plain == [], f"{page} loads these uncompressed: {plain}"
+        sent = sum(size for size, _ in report.sent.values())
+        on_disk = sum(report.files.values())
+        assert set(report.sent) == set(report.files), page
+        assert sent < 0.6 * on_disk, f"{page}: {sent // KB} KB sent for {on_disk // KB} KB on disk"
 
 
 # ---- No page scrolls sideways ----------------------------------------------------------------------
