@@ -20,6 +20,10 @@ figures to enlarge, Chinese text marked as Chinese, a favicon.
 - Text in Chinese is marked ``lang="zh"`` in the English edition (in the Chinese one the page is) (a screen reader reads it in Chinese; the browser picks a
   Chinese font): every run of Chinese characters in the prose, headings, captions and tables becomes a
   ``<span lang="zh">``. Code, math and raw output are left as they are.
+- Images in a page's text load lazily, decode asynchronously and carry their width and height
+  (``lazy_images``): a phone fetches only the figures near where the reader is, and nothing moves as
+  they arrive.
+- Script files load without holding up the first paint (``defer``), except on the search page.
 - ``html_favicon``: ``reader_static/favicon.svg``, unless the book sets its own.
 - ``templates/layout.html``: the theme's page without Font Awesome's 1.4 MB script (the theme's
   stylesheet draws the icons from the web font) and, except on the search page, without the search
@@ -149,6 +153,63 @@ def fontawesome_digest(app: Sphinx) -> None:
 def page_context(app: Sphinx, pagename, templatename, context, doctree) -> None:
     if app.reader_ux_fontawesome_digest:
         context["reader_ux_fontawesome_digest"] = app.reader_ux_fontawesome_digest
+    if "body" in context and app.builder.format == "html":
+        context["body"] = lazy_images(context["body"], image_sizes(app))
+
+
+def defer_scripts(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    """Every script file a page loads in its head runs once the page is parsed (``defer``), in the same
+    order, instead of holding up the first paint while each is fetched: they all wait for the document
+    to be ready anyway (Sphinx's, the themes', the copy button's, the toggles', the tabs', the widget
+    host). The search page keeps its scripts as they are (its index calls the search script as it loads)."""
+    from sphinx.builders.html._assets import _JavaScript
+
+    if context.get("course_search_page", pagename == "search"):
+        return
+    scripts = []
+    for script in context.get("script_files", []):
+        attributes = dict(getattr(script, "attributes", {}))
+        if (isinstance(script, _JavaScript) and script.filename and not attributes.get("body")
+                and not {"defer", "async", "type"} & set(attributes)):
+            script = _JavaScript(script.filename, priority=script.priority, defer="defer", **attributes)
+        scripts.append(script)
+    context["script_files"] = scripts
+
+
+_IMG = re.compile(r'<img\b((?:[^>"]|"[^"]*")*?)\s*/?>')
+_SRC = re.compile(r'\ssrc="([^"]+)"')
+
+
+def image_sizes(app: Sphinx) -> dict[str, tuple[int, int]]:
+    """{file name in the build's _images: (width, height) in pixels} for the images of the pages written."""
+    from sphinx.util.images import get_image_size
+
+    sizes = {}
+    for source, name in app.builder.images.items():
+        size = get_image_size(str(Path(app.srcdir) / source))
+        if size:
+            sizes[name] = size
+    return sizes
+
+
+def lazy_images(body: str, sizes: dict[str, tuple[int, int]]) -> str:
+    """Every image of a page's text is fetched when the reader scrolls near it (``loading="lazy"``), decoded
+    off the main thread, and has its ``width`` and ``height`` (course-reader.css scales it with
+    ``height: auto``), so that the page keeps its place while images arrive."""
+    def one(match: re.Match) -> str:
+        attributes = match.group(1)
+        extra = ""
+        if "loading=" not in attributes:
+            extra += ' loading="lazy"'
+        if "decoding=" not in attributes:
+            extra += ' decoding="async"'
+        src = _SRC.search(attributes)
+        size = sizes.get(Path(src.group(1)).name) if src else None
+        if size and "width=" not in attributes and "height=" not in attributes and "style=" not in attributes:
+            extra += f' width="{size[0]}" height="{size[1]}"'
+        return f"<img{attributes}{extra} />"
+
+    return _IMG.sub(one, body)
 
 
 def setup(app: Sphinx) -> dict:
@@ -157,6 +218,8 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", add_defaults)
     app.connect("builder-inited", fontawesome_digest)
     app.connect("html-page-context", page_context)
+    # After every extension that adds or drops scripts (offline_assets: 900).
+    app.connect("html-page-context", defer_scripts, priority=950)
     app.add_css_file("course-reader.css")
     app.add_js_file("course-reader.js", loading_method="defer")
     # After glossary_links (priority 500), so that linked terms are marked too.
