@@ -23,7 +23,8 @@ figures to enlarge, Chinese text marked as Chinese, a favicon.
 - Images in a page's text load lazily, decode asynchronously and carry their width and height
   (``lazy_images``): a phone fetches only the figures near where the reader is, and nothing moves as
   they arrive.
-- Script files load without holding up the first paint (``defer``), except on the search page.
+- ``lighter_head``: no sphinx-design or sphinx-thebe files where a page uses neither; script files load
+  without holding up the first paint (``defer``), except on the search page.
 - ``html_favicon``: ``reader_static/favicon.svg``, unless the book sets its own.
 - ``templates/layout.html``: the theme's page without Font Awesome's 1.4 MB script (the theme's
   stylesheet draws the icons from the web font) and, except on the search page, without the search
@@ -157,13 +158,23 @@ def page_context(app: Sphinx, pagename, templatename, context, doctree) -> None:
         context["body"] = lazy_images(context["body"], image_sizes(app))
 
 
-def defer_scripts(app: Sphinx, pagename, templatename, context, doctree) -> None:
-    """Every script file a page loads in its head runs once the page is parsed (``defer``), in the same
-    order, instead of holding up the first paint while each is fetched: they all wait for the document
-    to be ready anyway (Sphinx's, the themes', the copy button's, the toggles', the tabs', the widget
-    host). The search page keeps its scripts as they are (its index calls the search script as it loads)."""
+def lighter_head(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    """No stylesheet or script of a component the page does not use (sphinx-design, thebe); and every script
+    file a page loads in its head runs once the page is parsed (``defer``), in the same order, instead of
+    holding up the first paint while each is fetched: they all wait for the document to be ready anyway
+    (Sphinx's, the themes', the copy button's, the toggles', the tabs', the widget host). The search page
+    keeps its scripts as they are (its index calls the search script as it loads)."""
     from sphinx.builders.html._assets import _JavaScript
 
+    # sphinx-design's stylesheet (56 KB) and tab script, which Jupyter Book adds to every page, where the
+    # page uses none of its components; sphinx-thebe's stylesheet, whose scripts offline_assets drops.
+    if not re.search(r'class="[^"]*\bsd-', context.get("body", "")):
+        context["css_files"] = [css for css in context.get("css_files", [])
+                                if Path(str(getattr(css, "filename", css))).name != "sphinx-design.min.css"]
+        context["script_files"] = [js for js in context.get("script_files", [])
+                                   if Path(str(getattr(js, "filename", js) or "")).name != "design-tabs.js"]
+    context["css_files"] = [css for css in context.get("css_files", [])
+                            if Path(str(getattr(css, "filename", css))).name != "sphinx-thebe.css"]
     if context.get("course_search_page", pagename == "search"):
         return
     scripts = []
@@ -219,7 +230,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", fontawesome_digest)
     app.connect("html-page-context", page_context)
     # After every extension that adds or drops scripts (offline_assets: 900).
-    app.connect("html-page-context", defer_scripts, priority=950)
+    app.connect("html-page-context", lighter_head, priority=950)
     app.add_css_file("course-reader.css")
     app.add_js_file("course-reader.js", loading_method="defer")
     # After glossary_links (priority 500), so that linked terms are marked too.
