@@ -1,6 +1,9 @@
 """Lighthouse's accessibility, best-practices and performance scores for every page of a built book, offline.
 
-The build is served on 127.0.0.1 (tests/browser_audit.py's ``serve()``, under /course/) and each page is
+The build is served on 127.0.0.1 as a reader's server should serve it (tests/browser_audit.py's ``serve()``,
+under /course/: scripts/serve_book.py's handler, which sends the build's gzip copies to a browser that
+accepts them, with caching headers; from bench/results/lighthouse-compressed.* on, the earlier results
+were served uncompressed by http.server) and each page is
 audited by Lighthouse 12 (pinned in bench/lighthouse/package.json) in the Debian Chromium, with
 Lighthouse's default simulated throttling: the mobile form factor (an emulated phone, Lighthouse's
 default) and, unless --mobile-only, the desktop preset. Per page and form factor it records the three
