@@ -26,7 +26,9 @@ The page-weight budget (bench/lighthouse_pages.py records the same bytes, and Li
 
 from __future__ import annotations
 
+import re
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -35,6 +37,9 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 
 from repo_scripts import script
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+import reader_ux  # noqa: E402
 
 from browser_audit import (DEVICES, SET_UP, PageReport, _inside, audit_page, block_outside, click_where_it_is, editions,
                            measure_width, pages_of, serve, visit, wait_for_math)
@@ -46,6 +51,8 @@ ENGLISH, CHINESE = "en", "zh_CN"
 KB = 1000
 ANY_PAGE = 3000 * KB
 FRAME = 1000 * KB
+# The brands' icons the theme's stylesheet names (GitHub, GitLab), which are not in the solid font at all.
+NOT_SOLID = {0xF09B, 0xF296}
 SEARCH_ONLY = ("searchtools.js", "language_data.js", "searchindex.js", "course-search-texts.js", "course-search.js")
 
 
@@ -273,6 +280,24 @@ def test_pages_arrive_compressed(crawl, language):
         on_disk = sum(report.files.values())
         assert set(report.sent) == set(report.files), page
         assert sent < 0.6 * on_disk, f"{page}: {sent // KB} KB sent for {on_disk // KB} KB on disk"
+
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_pages_load_only_the_icons_they_show(crawl, language):
+    """The theme's icons come from the book's cut-down icon font (a few KB), which has every icon a page
+    shows: no page fetches Font Awesome's whole solid font (153 KB)."""
+    from fontTools.ttLib import TTFont
+
+    folder = crawl.folders[language]
+    static = folder / "_static"  # each edition has its own
+    drawn = set(TTFont(static / "course-icons.woff").getBestCmap())
+    theme_css = (static / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")
+    for page, files in crawl.weighed(language).items():
+        assert not any(name.endswith("fa-solid-900.woff2") for name in files), page
+        assert any(name.endswith("_static/course-icons.woff") for name in files), page
+        html = (folder / page).read_text(encoding="utf-8")
+        shown = reader_ux.icon_codepoints(theme_css, sorted(set(re.findall(r"\bfa-([a-z0-9-]+)", html))))
+        assert shown - drawn <= NOT_SOLID, f"{page} shows icons the cut-down font lacks: {sorted(map(hex, shown - drawn))}"
 
 
 # ---- No page scrolls sideways ----------------------------------------------------------------------

@@ -25,6 +25,7 @@ figures to enlarge, Chinese text marked as Chinese, a favicon.
   they arrive.
 - ``lighter_head``: no sphinx-design or sphinx-thebe files where a page uses neither; script files load
   without holding up the first paint (``defer``), except on the search page.
+- ``icon_font``: the theme's icon font cut down to the icons the book shows (153 KB to a few).
 - ``html_favicon``: ``reader_static/favicon.svg``, unless the book sets its own.
 - ``templates/layout.html``: the theme's page without Font Awesome's 1.4 MB script (the theme's
   stylesheet draws the icons from the web font) and, except on the search page, without the search
@@ -125,7 +126,8 @@ def files_hash(*roots: Path) -> str:
 def add_defaults(app: Sphinx, config: Config) -> None:
     # Sphinx copies static files only when it writes pages; a config value that changes with them makes
     # it write every page when only the script or the stylesheet changed.
-    config.reader_ux_static_hash = files_hash(STATIC, TEMPLATES)
+    # This file too: what it does to a page (lazy images, deferred scripts, the icon font) changes with it.
+    config.reader_ux_static_hash = files_hash(STATIC, TEMPLATES, Path(__file__))
     config.html_static_path = list(config.html_static_path) + [str(STATIC)]
     if not config.html_favicon:
         config.html_favicon = str(STATIC / "favicon.svg")
@@ -149,6 +151,78 @@ def fontawesome_digest(app: Sphinx) -> None:
         "(see book/_ext/templates/layout.html)",
         type="reader_ux",
     )
+
+
+# The theme's icons that the book's pages show (tests/test_every_page.py checks that every icon a page uses
+# is in the subset): the navbar's, the sidebars', the download and full-screen buttons', the theme's own.
+ICONS = ["bars", "magnifying-glass", "chevron-down", "chevron-right", "chevron-up", "list", "sun", "moon",
+         "circle-half-stroke", "expand", "compress", "arrow-up", "file", "file-pdf", "file-code", "download",
+         "outdent", "indent", "angle-right", "angle-left", "angle-down", "xmark", "copy", "check", "print",
+         "house", "link"]
+ICON_SUBSET = "course-icons.woff"
+ICON_CSS = "course-icons.css"
+_ICON_RULE = re.compile(r'((?:\.fa-[a-z0-9-]+:before,?)+)\{content:"\\(f[0-9a-f]{3})"\}')
+_ICON_LITERAL = re.compile(r'content:\s*"(?:\\(f[0-9a-f]{3}) ?|([\ue000-\uf8ff]))"')
+_ICON_VARIABLE = re.compile(r'--pst-icon-[a-z-]+:\s*"(?:\\(f[0-9a-f]{3}) ?|([\ue000-\uf8ff]))"')
+
+
+def icon_codepoints(theme_css: str, names: list[str]) -> set[int]:
+    """The code points of Font Awesome's solid font that the theme's stylesheet (``theme_css``) draws itself
+    (its ``--pst-icon-*`` variables, its ``content:`` glyphs) and those of the icon classes ``names``."""
+    classes = {}
+    for rule in _ICON_RULE.finditer(theme_css):
+        for selector in rule.group(1).split(","):
+            if selector:
+                classes[selector.removeprefix(".fa-").removesuffix(":before")] = int(rule.group(2), 16)
+    theme_css_without_classes = _ICON_RULE.sub("", theme_css)
+    points = {int(m.group(1), 16) if m.group(1) else ord(m.group(2))
+              for pattern in (_ICON_LITERAL, _ICON_VARIABLE) for m in pattern.finditer(theme_css_without_classes)}
+    return points | {classes[name] for name in names if name in classes}
+
+
+def icon_font(app: Sphinx) -> None:
+    """The theme's icon font, cut down to the icons the book shows: 153 KB of Font Awesome's solid font that
+    every page fetched before its icons showed become a few KB (``_static/course-icons.woff``). The
+    subset is declared after the theme's own face, for its code points only (``unicode-range``), so an
+    icon outside it still comes, from the whole font, as before."""
+    app.reader_ux_icon_points = set()
+    if app.builder.format != "html":
+        return
+    static = None
+    for theme_dir in app.builder.theme.get_theme_dirs():
+        if (Path(theme_dir) / "static" / "styles" / "pydata-sphinx-theme.css").is_file():
+            static = Path(theme_dir) / "static"
+    if static is None:
+        return
+    font = static / "vendor" / "fontawesome" / "webfonts" / "fa-solid-900.ttf"
+    points = icon_codepoints((static / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8"), ICONS)
+    for theme_dir in app.builder.theme.get_theme_dirs():
+        book_css = Path(theme_dir) / "static" / "styles" / "sphinx-book-theme.css"
+        if book_css.is_file():
+            points |= icon_codepoints(book_css.read_text(encoding="utf-8"), [])
+    app.reader_ux_icon_points = points
+    out = Path(app.outdir) / "_static"
+    out.mkdir(parents=True, exist_ok=True)
+    ranges = ",".join(f"U+{point:X}" for point in sorted(points))
+    stamp = hashlib.sha256(font.read_bytes() + ranges.encode()).hexdigest()[:16]
+    css = (f"/* Font Awesome's solid font (SIL OFL 1.1), cut down to the icons the book shows (reader_ux.icon_font). {stamp} */\n"
+           f'@font-face{{font-display:block;font-family:"Font Awesome 6 Free";font-style:normal;font-weight:900;'
+           f'src:url({ICON_SUBSET}?{stamp}) format("woff");unicode-range:{ranges}}}\n')
+    if (out / ICON_CSS).is_file() and (out / ICON_CSS).read_text(encoding="utf-8") == css and (out / ICON_SUBSET).is_file():
+        return
+    from fontTools import subset
+
+    options = subset.Options()
+    options.flavor = "woff"
+    options.layout_features = ["*"]
+    options.name_IDs = ["*"]  # the licence and copyright notices stay in the font
+    options.notdef_outline = True
+    face = subset.load_font(str(font), options)
+    cutter = subset.Subsetter(options)
+    cutter.populate(unicodes=points)
+    cutter.subset(face)
+    subset.save_font(face, str(out / ICON_SUBSET), options)
+    (out / ICON_CSS).write_text(css, encoding="utf-8")
 
 
 def page_context(app: Sphinx, pagename, templatename, context, doctree) -> None:
@@ -228,10 +302,13 @@ def setup(app: Sphinx) -> dict:
     app.add_node(chinese, html=(visit_chinese_html, depart_chinese_html))
     app.connect("config-inited", add_defaults)
     app.connect("builder-inited", fontawesome_digest)
+    app.connect("builder-inited", icon_font)
     app.connect("html-page-context", page_context)
     # After every extension that adds or drops scripts (offline_assets: 900).
     app.connect("html-page-context", lighter_head, priority=950)
     app.add_css_file("course-reader.css")
+    # After the theme's stylesheet, whose face for the same font it overrides where it has the icon.
+    app.add_css_file(ICON_CSS)
     app.add_js_file("course-reader.js", loading_method="defer")
     # After glossary_links (priority 500), so that linked terms are marked too.
     app.connect("doctree-resolved", mark_chinese, priority=600)
