@@ -6,20 +6,14 @@
 // The TeX settings are mathjax-tex.json's (shared with the pages that inline MathJax): the delimiters of
 // Jupyter's markdown, $...$, \(...\), $$...$$, \[...\] and environments;
 // <pre>, <code>, <script> and <style> are left alone. Prints one line per page it could not typeset and
-// exits 1 if there was any (the others are written).
+// exits 1 if there was any (the others are written). MathJax is started by mathjax-svg.js.
 'use strict';
 const fs = require('fs');
-const path = require('path');
+const {start, feedbackTexSettings} = require('./mathjax-svg.js');
 
 const pages = process.argv.slice(2);
-const root = path.join(__dirname, 'node_modules', 'mathjax', 'es5');
 
-require(path.join(root, 'node-main.js')).init({
-  loader: {paths: {mathjax: root}, load: ['input/tex-full', 'output/svg', 'adaptors/liteDOM'], versionWarnings: false},
-  tex: JSON.parse(fs.readFileSync(path.join(__dirname, 'mathjax-tex.json'), 'utf8')),
-  svg: {fontCache: 'local'},
-  startup: {typeset: false},
-}).then((MathJax) => {
+start(feedbackTexSettings()).then((MathJax) => {
   const {mathjax} = MathJax._.mathjax;
   const adaptor = MathJax.startup.adaptor;
   let failed = 0;

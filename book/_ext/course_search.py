@@ -25,6 +25,10 @@ Sphinx's own search fails a reader of this book three ways:
   are), written when the search page is, after every other page, and loaded by the search page only
   (``search_assets/static/course-search.js``).
 
+- **Ranking.** Each glossary term is an index entry, which Sphinx scores far above a match in a
+  chapter's text: for 注意力 the first 15 results were glossary entries. ``search_assets/scorer.js``
+  keeps the entry that is exactly the query first and puts the other entries after the chapters.
+
 - **Weight.** The theme loads the search scripts and the whole index on every page, for a
   search-as-you-type box the book does not use. Only the search page loads them now: this extension
   tells the book's page template (``templates/layout.html``, which ``reader_ux`` installs) which page
@@ -102,6 +106,8 @@ def configure(app: Sphinx, config: Config) -> None:
     # page, which a page opened from file:// may not do.
     config.html_show_search_summary = False
     config.html_static_path = list(config.html_static_path) + [str(ASSETS / "static")]
+    # The glossary's index entries no longer rank above every chapter (search_assets/scorer.js).
+    config.html_search_scorer = str(ASSETS / "scorer.js")
     # A change to this file or its assets must rewrite every page.
     config.course_search_assets = files_hash(Path(__file__), ASSETS)
 

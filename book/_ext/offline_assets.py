@@ -1,10 +1,10 @@
 """Sphinx extension: the built book serves its own scripts and fonts, and requests nothing from another host.
 
-When the builder starts it copies the files the pages need into the output's ``_static/offline/``:
-MathJax for math (from ``web/node_modules``, with its licence) and the book's own widget host
-(``widget_host.js`` beside this file), which runs the anywidget front ends embedded in a page. Pages
-name them relative to themselves (``mathjax_path``, ``nb_ipywidgets_js`` in ``_config.yml``), and only
-pages with a widget load the host. The copy is redone only when the npm lockfile, the host or this file
+When the builder starts it copies the files the pages need into the output's ``_static/offline/``: the
+book's own widget host (``widget_host.js`` beside this file), which runs the anywidget front ends
+embedded in a page, and the licences of the npm packages whose output the pages carry (MathJax draws the
+book's formulas at build time: ``book_math.py``; no page loads MathJax). Pages name the host relative to
+themselves (``nb_ipywidgets_js`` in ``_config.yml``), and only pages with a widget load it. The copy is redone only when the npm lockfile, the host or this file
 change.
 
 Why not the Jupyter widgets HTML manager: with RequireJS it weighed 3.6 MB on every widget page, plus
@@ -34,9 +34,10 @@ logger = logging.getLogger(__name__)
 
 OUTPUT_FOLDER = Path("_static") / "offline"
 
-# (npm package, files or folders inside it, where they go under _static/offline/)
+# (npm package, files or folders inside it, where they go under _static/offline/): each with its licence.
+# MathJax's SVG drawings are in the pages (book_math.py), its scripts are not.
 NPM_FILES = [
-    ("mathjax", ["es5/tex-chtml.js", "es5/input", "es5/output", "es5/ui", "es5/a11y", "es5/adaptors"], "mathjax"),
+    ("mathjax", [], "mathjax"),
 ]
 WIDGET_HOST = Path(__file__).with_name("widget_host.js")
 # The widget models a page may embed: anywidgets (with their layout, which the host ignores).
@@ -199,20 +200,8 @@ def drop_thebe_scripts(app: Sphinx, pagename, templatename, context, doctree) ->
         _drop_scripts(context, "thebe", "THEBE_JS_URL")
 
 
-def drop_unused_mathjax(app: Sphinx, pagename, templatename, context, doctree) -> None:
-    """Load MathJax (1.1 MB) only on pages that show math.
-
-    Sphinx also loads it on a page whose table of contents lists pages with math (the book's front
-    page), though the page shows none of it.
-    """
-    if doctree is not None and 'class="math' not in context.get("body", ""):
-        _drop_scripts(context, "mathjax", "window.MathJax")
-
-
 def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", builder_inited)
     app.connect("html-page-context", drop_thebe_scripts)
-    # After sphinx.ext.mathjax has added MathJax to the page.
-    app.connect("html-page-context", drop_unused_mathjax, priority=900)
     app.connect("build-finished", build_finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
