@@ -169,6 +169,7 @@ def main() -> None:
     parser.add_argument("html_dir", nargs="?", type=Path, default=ROOT / "_build" / "html")
     parser.add_argument("--label", required=True, help="names the results, e.g. before or after")
     parser.add_argument("--mobile-only", action="store_true", help="skip the desktop preset")
+    parser.add_argument("--desktop-only", action="store_true", help="skip the mobile form factor")
     parser.add_argument("--pages", nargs="*", help="only these pages (paths relative to HTML_DIR)")
     args = parser.parse_args()
     if not LIGHTHOUSE.exists():
@@ -178,7 +179,8 @@ def main() -> None:
 
     html_dir = args.html_dir.resolve()
     pages = args.pages or pages_of(html_dir)
-    report = audit(html_dir, pages, ["mobile"] if args.mobile_only else ["mobile", "desktop"])
+    form_factors = ["mobile"] if args.mobile_only else ["desktop"] if args.desktop_only else ["mobile", "desktop"]
+    report = audit(html_dir, pages, form_factors)
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"lighthouse-{args.label}.json").write_text(json.dumps(report, indent=1) + "\n")
