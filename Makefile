@@ -15,7 +15,7 @@ book: venv assets system
 	$(PY) scripts/build_book.py $(BOOK)
 	@echo
 	@echo "The book is built. Open file://$(HTML)/index.html (English) or file://$(HTML)/zh/index.html (中文)"
-	@echo "or serve it: $(PY) -m http.server --directory $(HTML) 8000  (then http://127.0.0.1:8000/)"
+	@echo "or serve it compressed, as a reader's server should: $(PY) scripts/serve_book.py $(HTML) --port 8000  (then http://127.0.0.1:8000/)"
 
 ## catalogs: after editing a chapter (or a figure's or widget's text), update the translation catalogs
 ## (book/locale, attention_course/locale); then translate what is new or marked fuzzy there

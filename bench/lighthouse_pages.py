@@ -1,6 +1,9 @@
 """Lighthouse's accessibility, best-practices and performance scores for every page of a built book, offline.
 
-The build is served on 127.0.0.1 (tests/browser_audit.py's ``serve()``, under /course/) and each page is
+The build is served on 127.0.0.1 as a reader's server should serve it (tests/browser_audit.py's ``serve()``,
+under /course/: scripts/serve_book.py's handler, which sends the build's gzip copies to a browser that
+accepts them, with caching headers; from bench/results/lighthouse-compressed.* on, the earlier results
+were served uncompressed by http.server) and each page is
 audited by Lighthouse 12 (pinned in bench/lighthouse/package.json) in the Debian Chromium, with
 Lighthouse's default simulated throttling: the mobile form factor (an emulated phone, Lighthouse's
 default) and, unless --mobile-only, the desktop preset. Per page and form factor it records the three
@@ -166,6 +169,7 @@ def main() -> None:
     parser.add_argument("html_dir", nargs="?", type=Path, default=ROOT / "_build" / "html")
     parser.add_argument("--label", required=True, help="names the results, e.g. before or after")
     parser.add_argument("--mobile-only", action="store_true", help="skip the desktop preset")
+    parser.add_argument("--desktop-only", action="store_true", help="skip the mobile form factor")
     parser.add_argument("--pages", nargs="*", help="only these pages (paths relative to HTML_DIR)")
     args = parser.parse_args()
     if not LIGHTHOUSE.exists():
@@ -175,7 +179,8 @@ def main() -> None:
 
     html_dir = args.html_dir.resolve()
     pages = args.pages or pages_of(html_dir)
-    report = audit(html_dir, pages, ["mobile"] if args.mobile_only else ["mobile", "desktop"])
+    form_factors = ["mobile"] if args.mobile_only else ["desktop"] if args.desktop_only else ["mobile", "desktop"]
+    report = audit(html_dir, pages, form_factors)
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"lighthouse-{args.label}.json").write_text(json.dumps(report, indent=1) + "\n")

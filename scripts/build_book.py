@@ -6,7 +6,9 @@ The editions are ``course_editions`` in ``BOOK/_config.yml`` (``sphinx.config``)
 this for all of them. Each is a Jupyter Book 1.x build (``jupyter_book.sphinx.build_sphinx``, what
 ``jupyter-book build`` calls) with warnings as errors, and every edition uses the same execution
 cache, ``BOOK/_build/.jupyter_cache``: the English build runs the chapters, the others find every
-notebook there and run nothing. Exit status: 0 when every edition built, 1 otherwise.
+notebook there and run nothing. Then every text file of the build gets a gzip copy beside it
+(``page.html.gz``), which scripts/serve_book.py, or any server that sends precompressed files, serves
+to browsers. Exit status: 0 when every edition built, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import traceback
 from pathlib import Path
 
 import yaml
+
+from serve_book import precompress
 
 
 def course_editions(book: Path) -> dict[str, dict]:
@@ -82,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nThe {settings.get('label', language)} edition did not build.", file=sys.stderr)
             return 1
         print(f"{settings.get('label', language)} edition built in {time.perf_counter() - start:.0f} s.")
+    # A gzip copy beside every text file, for a server that sends it (scripts/serve_book.py, nginx's gzip_static).
+    written, kept = precompress(book / "_build" / "html")
+    print(f"Compressed copies: {written} written, {kept} unchanged.")
     return 0
 
 

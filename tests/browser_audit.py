@@ -19,6 +19,12 @@ from urllib.parse import unquote, urlsplit
 
 from playwright.sync_api import Error as PlaywrightError
 
+from repo_scripts import script
+
+# The handler a reader's server should match (scripts/serve_book.py): gzip copies written by the build,
+# sent to browsers that accept them, and caching headers.
+BookHandler = script("serve_book").BookHandler
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -48,6 +54,8 @@ class PageReport:
     formula_problems: list[str] = field(default_factory=list)  # FORMULA_PROBLEMS on a phone, toggles opened (visit)
     final_url: str = ""  # where the page ended up (the root index redirects)
     files: dict[str, int] = field(default_factory=dict)  # the build's files it loaded (visit): path in the build, size on disk
+    # the same files as the server sent them (visit): path in the build, [bytes sent, Content-Encoding or ""]
+    sent: dict[str, list] = field(default_factory=dict)
     widths: dict[str, list[int]] = field(default_factory=dict)  # device: [scrollWidth, clientWidth] of the page (visit)
 
     @property
@@ -62,7 +70,7 @@ class PageReport:
         )
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+class _QuietHandler(BookHandler):
     def log_message(self, *args):  # keep test output clean
         pass
 
@@ -75,7 +83,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @contextlib.contextmanager
 def serve(html_dir: Path):
-    """Serve ``html_dir`` at http://127.0.0.1:PORT/course/ for the duration of the block; yields the base URL."""
+    """Serve ``html_dir`` at http://127.0.0.1:PORT/course/ for the duration of the block, as
+    scripts/serve_book.py serves a book (compressed, with caching headers); yields the base URL."""
     handler = functools.partial(_QuietHandler, directory=str(html_dir))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -302,6 +311,7 @@ def visit(browser, base: str, path: str, folder: Path, settle_ms: int = 300) -> 
       "Click to show" part opened (the page's width is measured again then);
     - ``files``: every file of the build (served from ``folder``) it loaded until the network was quiet, with
       its size on disk (0: not in the build), counted from the page's first request, none from a cache;
+      ``sent``: the same files as the server sent them (bytes and Content-Encoding);
     - ``widths``: its width against the screen's on the phone, and then with the same page turned into a
       tablet's screen (820×1180, a reader who turns a tablet; the layout is measured afresh).
 
@@ -322,6 +332,16 @@ def visit(browser, base: str, path: str, folder: Path, settle_ms: int = 300) -> 
             files[file.relative_to(folder).as_posix()] = file.stat().st_size if file.is_file() else 0
 
     page.on("requestfinished", count)
+    sent: dict[str, list] = {}
+
+    def answered(response):
+        url = urlsplit(response.url)
+        if url.path.startswith(prefix) and response.status == 200:
+            headers = response.headers
+            sent[unquote(url.path[len(prefix):])] = [int(headers.get("content-length", -1)),
+                                                     headers.get("content-encoding", "")]
+
+    page.on("response", answered)
     try:
         page.goto(report.url, wait_until="load")
         for condition in SET_UP:
@@ -332,6 +352,7 @@ def visit(browser, base: str, path: str, folder: Path, settle_ms: int = 300) -> 
         page.wait_for_function(WIDGETS_DRAWN, timeout=15000)
         page.wait_for_load_state("networkidle")
         report.files = dict(files)
+        report.sent = {path: sent[path] for path in files if path in sent}
         late = settle_ms / 1000 - (time.monotonic() - ready)  # errors that come late have had settle_ms to come
         if late > 0:
             page.wait_for_timeout(late * 1000)

@@ -24,13 +24,15 @@ The page-weight budget (bench/lighthouse_pages.py records the same bytes, and Li
   1 MB; no page loads MathJax (the formulas are drawn into the pages at build time, book/_ext/book_math.py),
   the widget host only on pages with a widget, the search scripts, index and excerpt texts only on the
   search page;
-- never Font Awesome's 1.4 MB script (the theme's stylesheet draws the icons from the web font).
+- never Font Awesome's 1.4 MB script (the theme's stylesheet draws the icons from the web font);
+- served as a reader's server should (scripts/serve_book.py), every text file arrives gzipped.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -38,16 +40,24 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from browser_audit import (DEVICES, FORMULA_PROBLEMS, NEXT_FRAME, OPEN_TOGGLES, SET_UP, PageReport, _inside, audit_page,
+from repo_scripts import script
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+import reader_ux  # noqa: E402
+
+from browser_audit import (DEVICES, FORMULA_PROBLEMS, NEXT_FRAME, OPEN_TOGGLES, SET_UP, PageReport, _inside, audit_page,  # noqa: E402
                            block_outside, click_where_it_is, editions, measure_width, pages_of, serve, visit,
                            wait_for_math)
 
 pytestmark = pytest.mark.browser
+serve_book = script("serve_book")
 
 ENGLISH, CHINESE = "en", "zh_CN"
 KB = 1000
 ANY_PAGE = 3000 * KB
 FRAME = 1000 * KB
+# The brands' icons the theme's stylesheet names (GitHub, GitLab), which are not in the solid font at all.
+NOT_SOLID = {0xF09B, 0xF296}
 SEARCH_ONLY = ("searchtools.js", "language_data.js", "searchindex.js", "course-search-texts.js", "course-search.js")
 
 
@@ -317,6 +327,43 @@ def test_the_pages_were_weighed(crawl, language):
     assert len(loads) >= 20
     missing = {page: [name for name, size in files.items() if size == 0] for page, files in loads.items()}
     assert not any(missing.values()), f"files loaded that are not in the build: {missing}"
+
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_pages_arrive_compressed(crawl, language):
+    """As a reader's server sends the book (scripts/serve_book.py, which serve() uses): every text file a page
+    loads (the page, its stylesheets, scripts, search texts) that is worth compressing comes gzipped, from the
+    copy the build wrote beside it, and what a phone downloads on a first visit is well under its size on disk."""
+    gzip_worthy = serve_book.COMPRESSED_SUFFIXES
+    for page, report in crawl.on_a_phone(language).items():
+        if page == "index.html":
+            continue
+        plain = [name for name, size in report.files.items()
+                 if Path(name).suffix in gzip_worthy and size >= serve_book.SMALLEST
+                 and report.sent.get(name, [0, ""])[1] != "gzip"]
+        assert plain == [], f"{page} loads these uncompressed: {plain}"
+        sent = sum(size for size, _ in report.sent.values())
+        on_disk = sum(report.files.values())
+        assert set(report.sent) == set(report.files), page
+        assert sent < 0.6 * on_disk, f"{page}: {sent // KB} KB sent for {on_disk // KB} KB on disk"
+
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_pages_load_only_the_icons_they_show(crawl, language):
+    """The theme's icons come from the book's cut-down icon font (a few KB), which has every icon a page
+    shows: no page fetches Font Awesome's whole solid font (153 KB)."""
+    from fontTools.ttLib import TTFont
+
+    folder = crawl.folders[language]
+    static = folder / "_static"  # each edition has its own
+    drawn = set(TTFont(static / "course-icons.woff").getBestCmap())
+    theme_css = (static / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")
+    for page, files in crawl.weighed(language).items():
+        assert not any(name.endswith("fa-solid-900.woff2") for name in files), page
+        assert any(name.endswith("_static/course-icons.woff") for name in files), page
+        html = (folder / page).read_text(encoding="utf-8")
+        shown = reader_ux.icon_codepoints(theme_css, sorted(set(re.findall(r"\bfa-([a-z0-9-]+)", html))))
+        assert shown - drawn <= NOT_SOLID, f"{page} shows icons the cut-down font lacks: {sorted(map(hex, shown - drawn))}"
 
 
 # ---- No page scrolls sideways ----------------------------------------------------------------------

@@ -154,6 +154,9 @@ def test_a_figure_enlarges_to_its_full_resolution_on_a_phone(browser, base, sche
     with reader(browser, base, "book/02-soft-hard.html", "phone", scheme) as page:
         link = page.locator("main figure a.course-enlarge").first
         image = link.locator("img")
+        # The reader scrolls to the figure: images load as they come near (loading="lazy"), and decode()
+        # waits for the load.
+        link.scroll_into_view_if_needed()
         image.evaluate("img => img.decode()")
         natural = image.evaluate("img => img.naturalWidth")
         shown = image.bounding_box()["width"]

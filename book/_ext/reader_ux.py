@@ -22,6 +22,12 @@ figures to enlarge, Chinese text marked as Chinese, a favicon.
 - Text in Chinese is marked ``lang="zh"`` in the English edition (in the Chinese one the page is) (a screen reader reads it in Chinese; the browser picks a
   Chinese font): every run of Chinese characters in the prose, headings, captions and tables becomes a
   ``<span lang="zh">``. Code, math and raw output are left as they are.
+- Images in a page's text load lazily, decode asynchronously and carry their width and height
+  (``lazy_images``): a phone fetches only the figures near where the reader is, and nothing moves as
+  they arrive.
+- ``lighter_head``: no sphinx-design or sphinx-thebe files where a page uses neither; script files load
+  without holding up the first paint (``defer``), except on the search page.
+- ``icon_font``: the theme's icon font cut down to the icons the book shows (153 KB to a few).
 - ``html_favicon``: ``reader_static/favicon.svg``, unless the book sets its own.
 - ``templates/layout.html``: the theme's page without Font Awesome's 1.4 MB script (the theme's
   stylesheet draws the icons from the web font) and, except on the search page, without the search
@@ -122,7 +128,8 @@ def files_hash(*roots: Path) -> str:
 def add_defaults(app: Sphinx, config: Config) -> None:
     # Sphinx copies static files only when it writes pages; a config value that changes with them makes
     # it write every page when only the script or the stylesheet changed.
-    config.reader_ux_static_hash = files_hash(STATIC, TEMPLATES)
+    # This file too: what it does to a page (lazy images, deferred scripts, the icon font) changes with it.
+    config.reader_ux_static_hash = files_hash(STATIC, TEMPLATES, Path(__file__))
     config.html_static_path = list(config.html_static_path) + [str(STATIC)]
     if not config.html_favicon:
         config.html_favicon = str(STATIC / "favicon.svg")
@@ -148,9 +155,148 @@ def fontawesome_digest(app: Sphinx) -> None:
     )
 
 
+# The theme's icons that the book's pages show (tests/test_every_page.py checks that every icon a page uses
+# is in the subset): the navbar's, the sidebars', the download and full-screen buttons', the theme's own.
+ICONS = ["bars", "magnifying-glass", "chevron-down", "chevron-right", "chevron-up", "list", "sun", "moon",
+         "circle-half-stroke", "expand", "compress", "arrow-up", "file", "file-pdf", "file-code", "download",
+         "outdent", "indent", "angle-right", "angle-left", "angle-down", "xmark", "copy", "check", "print",
+         "house", "link"]
+ICON_SUBSET = "course-icons.woff"
+ICON_CSS = "course-icons.css"
+_ICON_RULE = re.compile(r'((?:\.fa-[a-z0-9-]+:before,?)+)\{content:"\\(f[0-9a-f]{3})"\}')
+_ICON_LITERAL = re.compile(r'content:\s*"(?:\\(f[0-9a-f]{3}) ?|([\ue000-\uf8ff]))"')
+_ICON_VARIABLE = re.compile(r'--pst-icon-[a-z-]+:\s*"(?:\\(f[0-9a-f]{3}) ?|([\ue000-\uf8ff]))"')
+
+
+def icon_codepoints(theme_css: str, names: list[str]) -> set[int]:
+    """The code points of Font Awesome's solid font that the theme's stylesheet (``theme_css``) draws itself
+    (its ``--pst-icon-*`` variables, its ``content:`` glyphs) and those of the icon classes ``names``."""
+    classes = {}
+    for rule in _ICON_RULE.finditer(theme_css):
+        for selector in rule.group(1).split(","):
+            if selector:
+                classes[selector.removeprefix(".fa-").removesuffix(":before")] = int(rule.group(2), 16)
+    theme_css_without_classes = _ICON_RULE.sub("", theme_css)
+    points = {int(m.group(1), 16) if m.group(1) else ord(m.group(2))
+              for pattern in (_ICON_LITERAL, _ICON_VARIABLE) for m in pattern.finditer(theme_css_without_classes)}
+    return points | {classes[name] for name in names if name in classes}
+
+
+def icon_font(app: Sphinx) -> None:
+    """The theme's icon font, cut down to the icons the book shows: 153 KB of Font Awesome's solid font that
+    every page fetched before its icons showed become a few KB (``_static/course-icons.woff``). The
+    subset is declared after the theme's own face, for its code points only (``unicode-range``), so an
+    icon outside it still comes, from the whole font, as before."""
+    app.reader_ux_icon_points = set()
+    if app.builder.format != "html":
+        return
+    static = None
+    for theme_dir in app.builder.theme.get_theme_dirs():
+        if (Path(theme_dir) / "static" / "styles" / "pydata-sphinx-theme.css").is_file():
+            static = Path(theme_dir) / "static"
+    if static is None:
+        return
+    font = static / "vendor" / "fontawesome" / "webfonts" / "fa-solid-900.ttf"
+    points = icon_codepoints((static / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8"), ICONS)
+    for theme_dir in app.builder.theme.get_theme_dirs():
+        book_css = Path(theme_dir) / "static" / "styles" / "sphinx-book-theme.css"
+        if book_css.is_file():
+            points |= icon_codepoints(book_css.read_text(encoding="utf-8"), [])
+    app.reader_ux_icon_points = points
+    out = Path(app.outdir) / "_static"
+    out.mkdir(parents=True, exist_ok=True)
+    ranges = ",".join(f"U+{point:X}" for point in sorted(points))
+    stamp = hashlib.sha256(font.read_bytes() + ranges.encode()).hexdigest()[:16]
+    css = (f"/* Font Awesome's solid font (SIL OFL 1.1), cut down to the icons the book shows (reader_ux.icon_font). {stamp} */\n"
+           f'@font-face{{font-display:block;font-family:"Font Awesome 6 Free";font-style:normal;font-weight:900;'
+           f'src:url({ICON_SUBSET}?{stamp}) format("woff");unicode-range:{ranges}}}\n')
+    if (out / ICON_CSS).is_file() and (out / ICON_CSS).read_text(encoding="utf-8") == css and (out / ICON_SUBSET).is_file():
+        return
+    from fontTools import subset
+
+    options = subset.Options()
+    options.flavor = "woff"
+    options.layout_features = ["*"]
+    options.name_IDs = ["*"]  # the licence and copyright notices stay in the font
+    options.notdef_outline = True
+    face = subset.load_font(str(font), options)
+    cutter = subset.Subsetter(options)
+    cutter.populate(unicodes=points)
+    cutter.subset(face)
+    subset.save_font(face, str(out / ICON_SUBSET), options)
+    (out / ICON_CSS).write_text(css, encoding="utf-8")
+
+
 def page_context(app: Sphinx, pagename, templatename, context, doctree) -> None:
     if app.reader_ux_fontawesome_digest:
         context["reader_ux_fontawesome_digest"] = app.reader_ux_fontawesome_digest
+    if "body" in context and app.builder.format == "html":
+        context["body"] = lazy_images(context["body"], image_sizes(app))
+
+
+def lighter_head(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    """No stylesheet or script of a component the page does not use (sphinx-design, thebe); and every script
+    file a page loads in its head runs once the page is parsed (``defer``), in the same order, instead of
+    holding up the first paint while each is fetched: they all wait for the document to be ready anyway
+    (Sphinx's, the themes', the copy button's, the toggles', the tabs', the widget host). The search page
+    keeps its scripts as they are (its index calls the search script as it loads)."""
+    from sphinx.builders.html._assets import _JavaScript
+
+    # sphinx-design's stylesheet (56 KB) and tab script, which Jupyter Book adds to every page, where the
+    # page uses none of its components; sphinx-thebe's stylesheet, whose scripts offline_assets drops.
+    if not re.search(r'class="[^"]*\bsd-', context.get("body", "")):
+        context["css_files"] = [css for css in context.get("css_files", [])
+                                if Path(str(getattr(css, "filename", css))).name != "sphinx-design.min.css"]
+        context["script_files"] = [js for js in context.get("script_files", [])
+                                   if Path(str(getattr(js, "filename", js) or "")).name != "design-tabs.js"]
+    context["css_files"] = [css for css in context.get("css_files", [])
+                            if Path(str(getattr(css, "filename", css))).name != "sphinx-thebe.css"]
+    if context.get("course_search_page", pagename == "search"):
+        return
+    scripts = []
+    for script in context.get("script_files", []):
+        attributes = dict(getattr(script, "attributes", {}))
+        if (isinstance(script, _JavaScript) and script.filename and not attributes.get("body")
+                and not {"defer", "async", "type"} & set(attributes)):
+            script = _JavaScript(script.filename, priority=script.priority, defer="defer", **attributes)
+        scripts.append(script)
+    context["script_files"] = scripts
+
+
+_IMG = re.compile(r'<img\b((?:[^>"]|"[^"]*")*?)\s*/?>')
+_SRC = re.compile(r'\ssrc="([^"]+)"')
+
+
+def image_sizes(app: Sphinx) -> dict[str, tuple[int, int]]:
+    """{file name in the build's _images: (width, height) in pixels} for the images of the pages written."""
+    from sphinx.util.images import get_image_size
+
+    sizes = {}
+    for source, name in app.builder.images.items():
+        size = get_image_size(str(Path(app.srcdir) / source))
+        if size:
+            sizes[name] = size
+    return sizes
+
+
+def lazy_images(body: str, sizes: dict[str, tuple[int, int]]) -> str:
+    """Every image of a page's text is fetched when the reader scrolls near it (``loading="lazy"``), decoded
+    off the main thread, and has its ``width`` and ``height`` (course-reader.css scales it with
+    ``height: auto``), so that the page keeps its place while images arrive."""
+    def one(match: re.Match) -> str:
+        attributes = match.group(1)
+        extra = ""
+        if "loading=" not in attributes:
+            extra += ' loading="lazy"'
+        if "decoding=" not in attributes:
+            extra += ' decoding="async"'
+        src = _SRC.search(attributes)
+        size = sizes.get(Path(src.group(1)).name) if src else None
+        if size and "width=" not in attributes and "height=" not in attributes and "style=" not in attributes:
+            extra += f' width="{size[0]}" height="{size[1]}"'
+        return f"<img{attributes}{extra} />"
+
+    return _IMG.sub(one, body)
 
 
 def setup(app: Sphinx) -> dict:
@@ -158,8 +304,13 @@ def setup(app: Sphinx) -> dict:
     app.add_node(chinese, html=(visit_chinese_html, depart_chinese_html))
     app.connect("config-inited", add_defaults)
     app.connect("builder-inited", fontawesome_digest)
+    app.connect("builder-inited", icon_font)
     app.connect("html-page-context", page_context)
+    # After every extension that adds or drops scripts (offline_assets: 900).
+    app.connect("html-page-context", lighter_head, priority=950)
     app.add_css_file("course-reader.css")
+    # After the theme's stylesheet, whose face for the same font it overrides where it has the icon.
+    app.add_css_file(ICON_CSS)
     app.add_js_file("course-reader.js", loading_method="defer")
     # After glossary_links (priority 500), so that linked terms are marked too.
     app.connect("doctree-resolved", mark_chinese, priority=600)
