@@ -15,6 +15,7 @@ from attention_course.corpus import ToyTranslationCorpus
 from attention_course.live_model import write_export
 from attention_course.model_cache import trained_model
 from attention_course.seq2seq import translate
+from attention_course.corpus import Vocab
 from browser_audit import WIDTHS, reader, serve
 
 pytestmark = pytest.mark.browser
@@ -28,6 +29,26 @@ NOT_KNOWN = {"en": "does not know", "zh_CN": "模型不认识"}
 def base(built_html):
     with serve(built_html) as base:
         yield base
+
+
+def forced_translation(model, corpus, sentence: str, forced: dict[int, int]) -> str:
+    """PyTorch's greedy translation of ``sentence`` with the words in ``forced`` ({step: target id}) written
+    instead of the model's choice at those steps, as the explorer's "what if" does."""
+    import torch
+
+    ids = corpus.source_vocab.encode(sentence)
+    with torch.no_grad():
+        encoded = model.encoder(torch.tensor([ids]), torch.tensor([len(ids)]))
+        hidden = model.decoder.initial_state(encoded)
+        previous, words = torch.tensor([Vocab.bos_id]), []
+        while len(words) <= 2 * len(ids) + 1:
+            logits, hidden, _ = model.decoder.step(previous, hidden, encoded)
+            token = forced.get(len(words), int(logits.argmax(-1)))
+            if token == Vocab.eos_id:
+                break
+            words.append(token)
+            previous = torch.tensor([token])
+    return corpus.target_vocab.decode(words, keep_special=True)
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +111,19 @@ def test_a_reader_translates_tom_chase_jerry_on_a_phone_offline(browser, base, b
         explorer.locator(".lt-hide").first.click()
         page.wait_for_function("el => !el.hasAttribute('aria-busy')", arg=output.element_handle())
         assert float(rows.nth(0).locator("td").first.text_content()) == 0.0
+
+        # What if the first step wrote another word: the page writes it, marks it, and decodes the rest from it
+        # as PyTorch does.
+        explorer.locator(".lt-reset").click()
+        page.wait_for_function("el => !el.hasAttribute('aria-busy') && el.textContent.trim() !== ''",
+                               arg=output.element_handle())
+        first.click()
+        other = corpus.target_vocab.encode("杰瑞")[0]
+        explorer.locator(".lt-force").select_option(str(other))
+        page.wait_for_function("([el, word]) => !el.hasAttribute('aria-busy') && el.textContent.startsWith(word)",
+                               arg=[output.element_handle(), "杰瑞"])
+        assert output.text_content() == forced_translation(model, corpus, "Tom chase Jerry", {0: other}) != expected
+        assert "lt-forced" in (explorer.locator(".lt-step").first.get_attribute("class") or "")
 
         scroll_width, client_width = page.evaluate(WIDTHS)
         assert scroll_width <= client_width, f"the page scrolls sideways: {scroll_width} > {client_width}"
