@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "book" / "_ext")]
 
-from browser_audit import DEVICES, chromium, serve, tab_through  # noqa: E402
+from browser_audit import DEVICES, FORMULAS_MEASURED, chromium, serve, tab_through  # noqa: E402
 
 CHAPTER_4 = "book/04-three-stages.html"
 
@@ -58,6 +58,8 @@ def keyboard_and_bytes(html: Path) -> None:
                 page.wait_for_load_state("networkidle")
                 page.evaluate("window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
                 page.wait_for_timeout(500)
+                if page.evaluate("'courseFormulas' in document.documentElement.dataset"):
+                    page.wait_for_function(FORMULAS_MEASURED)  # course-reader.js has marked the wide ones
                 stops = tab_through(page)
                 to_widget = next((i + 1 for i, stop in enumerate(stops) if stop["kind"] == "widget"), None)
                 formulas = sum(stop["kind"] == "formula" for stop in stops)

@@ -154,11 +154,18 @@ def _watch(page, report: PageReport, base: str) -> None:
     page.on("response", lambda resp: report.failed.append(f"{resp.url} (HTTP {resp.status})") if resp.status >= 400 else None)
 
 
+# course-reader.js measures the formulas near the screen at once and the others when the browser is idle;
+# <html data-course-formulas="measured"> says that every one has been, since the last change of room.
+FORMULAS_MEASURED = "document.documentElement.dataset.courseFormulas === 'measured'"
+
+
 def wait_for_math(page) -> None:
     """Wait until the page's fonts are in, after which its formulas (drawn at build time, book/_ext/book_math.py)
-    have their final place, and the book's script has marked the wide ones (course-reader.js)."""
+    have their final place, and the book's script has marked the wide ones (course-reader.js). Call it again
+    after opening parts of the page: they give formulas room they had not."""
     page.wait_for_function("document.fonts.status === 'loaded'")
     page.evaluate(NEXT_FRAME)
+    page.wait_for_function(FORMULAS_MEASURED)
 
 
 def _count_math(page, report: PageReport) -> None:
@@ -359,8 +366,7 @@ def visit(browser, base: str, path: str, folder: Path, settle_ms: int = 300) -> 
         _count_math(page, report)
         measure_width(page, report, "phone")
         page.evaluate(OPEN_TOGGLES)
-        page.evaluate(NEXT_FRAME)
-        page.evaluate(NEXT_FRAME)
+        wait_for_math(page)
         report.formula_problems = page.evaluate(FORMULA_PROBLEMS)
         measure_width(page, report, "phone")
         page.set_viewport_size(dict(zip(("width", "height"), DEVICES["tablet"])))

@@ -45,7 +45,7 @@ from repo_scripts import script
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 import reader_ux  # noqa: E402
 
-from browser_audit import (DEVICES, FORMULA_PROBLEMS, NEXT_FRAME, OPEN_TOGGLES, SET_UP, PageReport, _inside, audit_page,  # noqa: E402
+from browser_audit import (DEVICES, FORMULA_PROBLEMS, OPEN_TOGGLES, SET_UP, PageReport, _inside, audit_page,  # noqa: E402
                            block_outside, click_where_it_is, editions, measure_width, pages_of, serve, visit,
                            wait_for_math)
 
@@ -132,8 +132,7 @@ def walk_on_a_desktop(browser, built_html: Path, chinese: str) -> Walk:
                 report = PageReport(path)
                 measure_width(page, report, "desktop")
                 page.evaluate(OPEN_TOGGLES)
-                page.evaluate(NEXT_FRAME)
-                page.evaluate(NEXT_FRAME)
+                wait_for_math(page)
                 walk.formulas[path] = page.evaluate(FORMULA_PROBLEMS)
                 measure_width(page, report, "desktop")
                 walk.widths[path] = report.widths["desktop"]

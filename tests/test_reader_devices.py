@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from browser_audit import DEVICES, NARROW, SCHEMES, pages_of, reader, serve, tab_through
+from browser_audit import DEVICES, NARROW, SCHEMES, pages_of, reader, serve, tab_through, wait_for_math
 
 pytestmark = pytest.mark.browser
 
@@ -124,7 +124,7 @@ def test_on_a_desktop_the_menu_button_hides_and_shows_the_chapter_list(browser, 
 
 def test_a_wide_equation_scrolls_in_its_own_box_on_a_phone(browser, base):
     with reader(browser, base, CHAPTER_4, "phone") as page:
-        page.wait_for_selector(".course-scrolls")
+        wait_for_math(page)
         boxes = page.locator("main .course-scrolls")
         on_phone = boxes.count()
         assert on_phone >= 1
@@ -142,7 +142,7 @@ def test_a_wide_equation_scrolls_in_its_own_box_on_a_phone(browser, base):
             assert box.evaluate("el => el.scrollLeft > 0 && el.scrollLeft + el.clientWidth >= el.scrollWidth - 2")
     # On a desktop the same page has fewer boxes that need to scroll.
     with reader(browser, base, CHAPTER_4, "desktop") as page:
-        page.wait_for_function("document.fonts.status === 'loaded'")
+        wait_for_math(page)
         desktop = page.locator("main .course-scrolls").count()
     assert desktop < on_phone
 
@@ -215,7 +215,7 @@ def test_every_button_is_named_with_the_words_it_shows(browser, base, device):
 def test_by_keyboard_formulas_are_no_stops_and_every_control_shows_its_focus(browser, base, device):
     with reader(browser, base, CHAPTER_4, device) as page:
         page.wait_for_function("document.querySelector('.course-widget input, .course-widget button') !== null")
-        page.wait_for_function("document.fonts.status === 'loaded'")
+        wait_for_math(page)
         stops = tab_through(page)
         # The formula boxes that scroll sideways (named keyboard stops) above the playground.
         scrolling_above = page.evaluate(

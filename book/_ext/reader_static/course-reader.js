@@ -118,21 +118,80 @@
     while (block && getComputedStyle(block).display.startsWith("inline")) block = block.parentElement;
     return block;
   }
-  function markWideEquations() {
-    for (const formula of document.querySelectorAll("main span.math")) {
-      const drawing = formula.querySelector("svg");
-      const width = drawing ? drawing.getBoundingClientRect().width : 0;
-      const block = width > 0 && blockOf(formula);  // none where the formula is not shown (a closed part)
-      if (!block) continue;
-      const style = getComputedStyle(block);
-      const room = block.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
-      const wide = width > room + 1;
-      formula.classList.toggle("course-wide-inline", wide);
-      makeScrollBox(formula, wide);
+  // Whether a formula is wider than its room: true or false, or null where it is not shown (a closed
+  // part of the page). Reads the layout, changes nothing.
+  function isWide(formula) {
+    if (formula.tagName === "MJX-CONTAINER") {  // a display formula: its box
+      return formula.getClientRects().length ? formula.scrollWidth > formula.clientWidth + 1 : null;
     }
-    for (const box of document.querySelectorAll("main div.math > mjx-container[display='true']")) {
-      makeScrollBox(box, box.scrollWidth > box.clientWidth + 1);
+    const drawing = formula.querySelector("svg");
+    const width = drawing ? drawing.getBoundingClientRect().width : 0;
+    const block = width > 0 && blockOf(formula);
+    if (!block) return null;
+    const style = getComputedStyle(block);
+    const room = block.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    return width > room + 1;
+  }
+  // All the reads first, then all the writes: the page is laid out once, not once per formula.
+  function mark(formulas) {
+    const wide = formulas.map(isWide);
+    formulas.forEach((formula, i) => {
+      if (wide[i] === null) return;
+      if (formula.tagName !== "MJX-CONTAINER") formula.classList.toggle("course-wide-inline", wide[i]);
+      makeScrollBox(formula, wide[i]);
+    });
+  }
+
+  // Measuring needs the page laid out, and a long chapter has a hundred formulas or more. So the page
+  // is never held up for it: the formulas near the screen are measured as they come near it (an
+  // IntersectionObserver), and all of them, a few at a time, whenever the browser is idle, so that a
+  // keyboard reader finds every wide formula's box however far down. When the last is measured, <html>
+  // carries data-course-formulas="measured" (the tests wait for it); anything that changes the room a
+  // formula has (the fonts arriving, a resize, a part of the page opened) measures them all again.
+  const formulas = [];
+  let unmeasured = new Set();
+  let sweeping = false;
+  const whenIdle = window.requestIdleCallback
+    ? (work) => window.requestIdleCallback(work, { timeout: 2000 })
+    : (work) => setTimeout(() => work({ timeRemaining: () => 8, didTimeout: false }), 50);
+  const near = "IntersectionObserver" in window
+    ? new IntersectionObserver((entries) => {
+        const shown = entries.filter((entry) => entry.isIntersecting && unmeasured.has(entry.target)).map((entry) => entry.target);
+        for (const formula of shown) unmeasured.delete(formula);
+        mark(shown);
+      }, { rootMargin: "100% 0px" })
+    : null;
+  function sweep(deadline) {
+    const batch = [];
+    for (const formula of unmeasured) {
+      batch.push(formula);
+      if (batch.length >= 8) break;
     }
+    for (const formula of batch) unmeasured.delete(formula);
+    mark(batch);
+    if (!unmeasured.size) {
+      sweeping = false;
+      document.documentElement.dataset.courseFormulas = "measured";
+    } else if (deadline.timeRemaining() > 4) sweep(deadline);
+    else whenIdle(sweep);
+  }
+  function measureAll() {
+    unmeasured = new Set(formulas);
+    document.documentElement.dataset.courseFormulas = unmeasured.size ? "measuring" : "measured";
+    if (near) {
+      for (const formula of formulas) {
+        near.unobserve(formula);
+        near.observe(formula);  // reports each formula once more: those near the screen go first
+      }
+    }
+    if (unmeasured.size && !sweeping) {
+      sweeping = true;
+      whenIdle(sweep);
+    }
+  }
+  function watchFormulas() {
+    formulas.push(...document.querySelectorAll("main span.math, main div.math > mjx-container[display='true']"));
+    measureAll();
   }
 
   // ---- Figures to enlarge ----------------------------------------------------------------------
@@ -208,17 +267,18 @@
   function start() {
     setUpSidebars();
     makeFiguresEnlargeable();
-    markWideEquations();
-    // Once the page's fonts are in, its paragraphs may be wider or narrower.
-    if (document.fonts) document.fonts.ready.then(markWideEquations);
-    window.addEventListener("load", markWideEquations, { once: true });
+    watchFormulas();
+    // Once a font arrives, paragraphs may be wider or narrower. (An event: reading document.fonts.ready
+    // would lay the page out at once, before its first paint.)
+    if (document.fonts) document.fonts.addEventListener("loadingdone", measureAll);
+    window.addEventListener("load", measureAll, { once: true });
     // A part of the page that opens ("Click to show", <details>) shows formulas that had no width.
-    document.addEventListener("click", () => requestAnimationFrame(markWideEquations));
-    document.addEventListener("toggle", () => requestAnimationFrame(markWideEquations), true);
+    document.addEventListener("click", measureAll);
+    document.addEventListener("toggle", measureAll, true);
     let pending = null;
     window.addEventListener("resize", () => {
       clearTimeout(pending);
-      pending = setTimeout(markWideEquations, 200);
+      pending = setTimeout(measureAll, 200);
     });
     WIDE.addEventListener("change", () => {
       // Leaving a narrow screen with a sidebar open as a dialog puts it back.
