@@ -311,7 +311,10 @@ def test_what_a_page_loads_beyond_the_frame_it_needs(crawl, language):
         assert "fontawesome.js" not in names, page
         has_math = 'class="math' in html
         assert not any("mathjax" in name.lower() for name in files), page
-        assert "_static/course-math.css" in files, page  # the formulas' styles (2.5 KB), on every page
+        # One stylesheet (book/_ext/page_speed.py joins the themes' and the book's), with the formulas' styles.
+        sheets = [name for name in files if name.endswith(".css")]
+        assert len(sheets) == 1 and Path(sheets[0]).name.startswith("course-styles-"), (page, sheets)
+        assert "/* _static/course-math.css */" in (folder / sheets[0]).read_text(encoding="utf-8"), page
         assert ("widget-host.js" in names) == ("application/vnd.jupyter.widget-view+json" in html), page
         for name in SEARCH_ONLY:
             assert (name in names) == (page == "search.html"), f"{page} and {name}"

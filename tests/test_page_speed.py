@@ -1,0 +1,210 @@
+"""Pages a phone paints sooner (book/_ext/page_speed.py): one stylesheet per page, joined in order with its
+``@import``s and ``url()``s right, without any rule that applies to what a reader sees (in light and dark,
+with the menus open); no script preloaded in the head; the theme's tab-stop pass gives the same stops while
+reading the layout once; and the formulas are measured without holding up the page (course-reader.js)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import page_speed  # noqa: E402
+
+from browser_audit import editions, pages_of, reader, serve, wait_for_math  # noqa: E402
+
+NODE = shutil.which("node")
+needs_node = pytest.mark.skipif(NODE is None, reason="needs Node (apt: nodejs)")
+
+
+# ---- Joining stylesheets ---------------------------------------------------------------------------------
+
+def test_a_joined_stylesheet_keeps_the_order_and_finds_every_file(tmp_path):
+    static = tmp_path / "_static"
+    (static / "styles").mkdir(parents=True)
+    (static / "basic.css").write_text(".basic { background: url(file.png); }\n", encoding="utf-8")
+    (static / "styles" / "theme.css").write_text(
+        '@charset "utf-8";\n@import "../basic.css";\n'
+        ".theme { background: url('../images/a.png?v=1#x'); }\n"
+        ".icon { background: url(\"data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg'/>\"); }\n"
+        ".far { background: url(https://example.org/b.png); }\n", encoding="utf-8")
+    joined = page_speed.joined_stylesheet(static / "styles" / "theme.css", static)
+    assert "@charset" not in joined and "@import" not in joined
+    # The imported file in place of its @import (before the rules after it), its url() read from its own folder.
+    assert joined.index('.basic { background: url("file.png"); }') < joined.index(".theme")
+    assert '.theme { background: url("images/a.png?v=1#x"); }' in joined
+    assert "url(\"data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg'/>\")" in joined
+    assert "url(https://example.org/b.png)" in joined
+
+
+def test_only_local_stylesheets_for_every_screen_are_joined(tmp_path):
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "a.css").write_text("p {}", encoding="utf-8")
+    page = tmp_path / "page.html"
+    head = '<html><head><link rel="stylesheet" href="_static/a.css?v=2" />{}</head><body></body></html>'
+    links = page_speed.stylesheet_links(head.format(""), page, tmp_path)
+    assert [path.name for _, path in links] == ["a.css"]
+    for other in ('<link rel="stylesheet" href="https://cdn.example.org/x.css" />',
+                  '<link rel="stylesheet" href="_static/a.css" media="print" />',
+                  '<link rel="stylesheet" href="_static/missing.css" />'):
+        assert page_speed.stylesheet_links(head.format(other), page, tmp_path) is None, other
+
+
+@needs_node
+def test_the_rules_kept_are_those_a_page_or_a_script_can_use(tmp_path):
+    page = tmp_path / "page.html"
+    page.write_text('<div class="card"><p id="intro">text</p></div>', encoding="utf-8")
+    script = tmp_path / "menu.js"
+    script.write_text('menu.classList.add("show");', encoding="utf-8")
+    css = (".card { color: red; }\n#intro { margin: 0; }\n.show { display: block; }\n"
+           ".carousel-item { float: left; }\n@media (min-width: 1px) { .offcanvas { top: 0; } .card { top: 1px; } }\n"
+           ":focus-visible { outline: 2px solid; }\n")
+    kept = page_speed.purge({"one": css}, [page, script])["one"]
+    for rule in (".card", "#intro", ".show", ":focus-visible"):
+        assert rule in kept, rule
+    assert ".carousel-item" not in kept and ".offcanvas" not in kept
+    assert "top: 1px" in kept  # a used rule inside a media query stays, with its query
+
+
+# ---- The theme's tab stops -------------------------------------------------------------------------------
+
+def test_the_installed_theme_holds_the_code_that_is_patched():
+    import pydata_sphinx_theme
+
+    script = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / "scripts" / "pydata-sphinx-theme.js"
+    assert script.read_text(encoding="utf-8").count(page_speed.TAB_STOPS_BEFORE) == 1
+
+
+@needs_node
+def test_the_patched_tab_stops_are_the_themes_and_read_the_layout_before_any_write():
+    # Blocks whose size reads are logged: the original interleaves write, read; the patch reads all first.
+    program = r"""
+const blocks = (log) => [[300, 200, 50, 50], [100, 200, 50, 50], [100, 100, 90, 50], [10, 10, 10, 10]].map(
+  ([sw, cw, sh, ch], i) => { let stop = null; return {
+    get scrollWidth() { log.push("read"); return sw; }, get clientWidth() { return cw; },
+    get scrollHeight() { return sh; }, get clientHeight() { return ch; },
+    get tabIndex() { return stop === null ? 0 : stop; }, set tabIndex(v) { log.push("write"); stop = v; } }; });
+const run = (code) => { const log = []; const list = blocks(log); eval("list" + code); return [list.map((b) => b.tabIndex), log]; };
+process.stdout.write(JSON.stringify([run(process.argv[1]), run(process.argv[2])]));
+"""
+    run = subprocess.run([NODE, "-e", program, page_speed.TAB_STOPS_BEFORE, page_speed.TAB_STOPS_AFTER],
+                         capture_output=True, text=True, check=True)
+    (theirs, their_log), (ours, our_log) = json.loads(run.stdout)
+    assert ours == theirs == [0, -1, 0, -1]
+    assert their_log[:3] == ["read", "write", "read"]  # the layout is read again after each change
+    assert our_log[:4] == ["read"] * 4 and set(our_log[4:]) <= {"write"}
+
+
+# ---- The built book --------------------------------------------------------------------------------------
+
+def test_every_page_links_one_joined_stylesheet_and_preloads_no_script(built_html):
+    for language, folder in editions(built_html).items():
+        static = folder / "_static"
+        joined = sorted(static.glob(f"{page_speed.PREFIX}*.css"))
+        assert joined, language
+        for page in pages_of(folder):
+            html = (folder / page).read_text(encoding="utf-8")
+            if "</head>" not in html:
+                assert "<link" not in html, page  # the root's redirect: a meta tag, nothing to load
+                continue
+            head = html[: html.index("</head>")]
+            sheets = [tag for tag in re.findall(r"<link\b[^>]*>", head) if 'rel="stylesheet"' in tag]
+            assert len(sheets) == 1 and page_speed.PREFIX in sheets[0], (language, page, sheets)
+            assert not any(page_speed._is_script_preload(tag) for tag in re.findall(r"<link\b[^>]*>", head)), page
+        for sheet in joined:
+            # Every file a url() names is in the build (fonts, images), read from the joined file's folder.
+            for url in re.findall(r'url\("([^"]+)"\)', sheet.read_text(encoding="utf-8")):
+                if not url.startswith("data:"):
+                    assert (static / url.split("?")[0].split("#")[0]).is_file(), (sheet.name, url)
+        assert page_speed.TAB_STOPS_AFTER in (static / "scripts" / "pydata-sphinx-theme.js").read_text(encoding="utf-8")
+
+
+# Every rule of the original stylesheets that applies to the page as it is now (dynamic states such as
+# :hover and pseudo-elements set aside, so that the element itself is asked for) is in the page's stylesheet.
+MISSING_RULES = r"""(sources) => {
+  const parts = (selectorText) => {  // the selectors of a list, split at commas outside brackets
+    const out = []; let depth = 0, start = 0;
+    for (let i = 0; i < selectorText.length; i++) {
+      const c = selectorText[i];
+      if (c === '(' || c === '[') depth++;
+      else if (c === ')' || c === ']') depth--;
+      else if (c === ',' && depth === 0) { out.push(selectorText.slice(start, i).trim()); start = i + 1; }
+    }
+    out.push(selectorText.slice(start).trim());
+    return out;
+  };
+  const walk = (rules, each) => { for (const rule of rules) {
+    if (rule instanceof CSSStyleRule) each(rule);
+    if (rule.cssRules && !(rule instanceof CSSStyleRule)) walk(rule.cssRules, each);
+  } };
+  const kept = new Set();
+  for (const sheet of document.styleSheets) walk(sheet.cssRules, (rule) => parts(rule.selectorText).forEach((p) => kept.add(p)));
+  const dynamic = /::?(?:hover|focus-visible|focus-within|focus|active|visited|before|after|placeholder|selection|marker|backdrop|first-letter|first-line|-webkit-[\w-]+|-moz-[\w-]+)(?![\w-])/g;
+  const missing = [];
+  for (const [name, text] of Object.entries(sources)) {
+    const sheet = new CSSStyleSheet();
+    sheet.replaceSync(text.replace(/@import[^;]+;/g, ''));
+    walk(sheet.cssRules, (rule) => {
+      for (const part of parts(rule.selectorText)) {
+        if (kept.has(part)) continue;
+        let applies = false;
+        try { applies = document.querySelector(part.replace(dynamic, '') || '*') !== null; } catch (e) { continue; }
+        if (applies) missing.push(`${name}: ${part}`);
+      }
+    });
+  }
+  return missing;
+}"""
+
+
+def _sources(folder: Path) -> dict[str, str]:
+    """The stylesheets the joined one was made of (it names them), as the theme and extensions wrote them."""
+    joined = next((folder / "_static").glob(f"{page_speed.PREFIX}*.css")).read_text(encoding="utf-8")
+    names = re.findall(r"/\* (_static/\S+\.css) \*/", joined)
+    assert len(names) >= 5, names
+    sources = {name: (folder / name).read_text(encoding="utf-8") for name in names}
+    sources["_static/basic.css"] = (folder / "_static" / "basic.css").read_text(encoding="utf-8")  # theme.css imports it
+    return sources
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_no_rule_that_applies_to_a_page_was_dropped(browser, built_html, scheme):
+    folders = editions(built_html)
+    missing = {}
+    with serve(built_html) as base:
+        for language, page_path in (("en", "book/04-three-stages.html"), ("zh_CN", "search.html")):
+            prefix = folders[language].relative_to(built_html).as_posix()
+            path = f"{prefix}/{page_path}" if prefix != "." else page_path
+            sources = _sources(folders[language])
+            with reader(browser, base, path, "phone", scheme) as page:
+                wait_for_math(page)
+                missing[(path, "phone")] = page.evaluate(MISSING_RULES, sources)
+                page.locator(".primary-toggle:visible").first.click()  # the chapters, as a dialog
+                page.wait_for_function("document.querySelector('#pst-primary-sidebar-modal').open")
+                missing[(path, "phone, chapters open")] = page.evaluate(MISSING_RULES, sources)
+            with reader(browser, base, path, "desktop", scheme) as page:
+                wait_for_math(page)
+                menu = page.locator(".dropdown-toggle:visible")
+                if menu.count():
+                    menu.first.click()  # the download menu (Bootstrap adds .show)
+                    page.wait_for_selector(".dropdown-menu.show")
+                missing[(path, "desktop, menu open")] = page.evaluate(MISSING_RULES, sources)
+    assert {where: rules for where, rules in missing.items() if rules} == {}
+
+
+def test_a_wide_formula_far_down_the_page_is_marked_without_scrolling_to_it(browser, built_html):
+    """The formulas out of sight are measured when the browser is idle: a keyboard reader finds the box
+    of a wide one wherever it is, though the page never waited for them."""
+    with serve(built_html) as base, reader(browser, base, "book/04-three-stages.html", "phone") as page:
+        wait_for_math(page)
+        assert page.evaluate("window.scrollY") == 0
+        below = page.evaluate("""() => [...document.querySelectorAll('main .course-scrolls')]
+            .filter((box) => box.getBoundingClientRect().top > 3 * innerHeight).length""")
+        assert below >= 1
