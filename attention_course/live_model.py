@@ -6,10 +6,15 @@ float32, base64-encoded in a classic script::
 
     (globalThis.attentionCourseLiveModels ||= {})["live-model-<hash>.js"] = {format: 1, ..., data: "<base64>"};
 
+``export_transformer(model, corpus)`` does the same for chapter 10's trained ``Transformer`` (kind
+``"transformer"``): its sizes, where its layer norms sit (pre-LN or post-LN), its position scheme, and
+every tensor of its state dict under its state-dict name.
+
 A script, not a binary fetched with ``fetch``: a page opened from ``file://`` may load a script but not
 fetch a file. The page's engine (``widgets/live_engine.js``) reads it and decodes greedily, exactly as
-``Seq2Seq.greedy_decode`` does; tests/test_live_model.py runs that engine in Node on the exported file
-and compares it with PyTorch, token for token.
+``Seq2Seq.greedy_decode`` or ``Transformer.greedy_decode`` does; tests/test_live_model.py and
+tests/test_live_transformer.py run that engine in Node on the exported file and compare it with PyTorch,
+token for token and attention map by attention map.
 
 ``write_export`` writes the file into ``export_dir()`` (``_build/.live_models``, beside the model cache),
 named by a hash of its content; the book's ``live_models`` extension (book/_ext/live_models.py) copies
@@ -28,8 +33,10 @@ import torch
 
 from attention_course.corpus import ToyTranslationCorpus
 from attention_course.seq2seq import AttentionDecoder, Seq2Seq
+from attention_course.transformer import Transformer
 
-__all__ = ["FORMAT", "GLOBAL_NAME", "export_seq2seq", "export_text", "write_export", "export_dir", "read_export"]
+__all__ = ["FORMAT", "GLOBAL_NAME", "export_seq2seq", "export_transformer", "export_text", "write_export",
+           "export_dir", "read_export"]
 
 FORMAT = 1
 GLOBAL_NAME = "attentionCourseLiveModels"
@@ -89,6 +96,53 @@ def export_seq2seq(model: Seq2Seq, corpus: ToyTranslationCorpus) -> dict:
     }
 
 
+# The position schemes the page's engine computes: added to the embeddings, or none. RoPE and ALiBi
+# (inside every self-attention's scores) it does not.
+_LIVE_POSITIONS = ("none", "sinusoidal", "learned")
+
+
+def export_transformer(model: Transformer, corpus: ToyTranslationCorpus) -> dict:
+    """Chapter 10's model as the page reads it: {format, kind: "transformer", sizes, special, source_vocab,
+    target_vocab, tensors, data}, ``tensors`` and ``data`` as in ``export_seq2seq``, one entry per tensor of
+    ``model.state_dict()`` under its own name (``encoder_layers.0.self_attention.W_q.weight``, ...).
+
+    ``sizes`` holds d_model, the heads, the layers of each stack, d_ff, ``norm_first`` (pre-LN, with one more
+    LN closing each stack, or post-LN), ``positions`` and, for the learned table, its ``max_length``. Raises
+    ``ValueError`` for RoPE and ALiBi, which the engine does not compute.
+    """
+    if model.positions not in _LIVE_POSITIONS:
+        raise ValueError(f"the live explorer runs a Transformer with positions {', '.join(_LIVE_POSITIONS)}; "
+                         f"this one has {model.positions!r}")
+    tensors, chunks, offset = [], [], 0
+    for key, values in model.state_dict().items():
+        values = values.detach().to(torch.float32).contiguous().cpu()
+        tensors.append([key, list(values.shape), offset])
+        chunks.append(values.numpy().astype("<f4").tobytes())
+        offset += values.numel()
+    first = model.encoder_layers[0]
+    sizes = {
+        "d_model": model.d_model,
+        "heads": first.self_attention.num_heads,
+        "encoder_layers": len(model.encoder_layers),
+        "decoder_layers": len(model.decoder_layers),
+        "d_ff": first.feed_forward.linear1.out_features,
+        "norm_first": model.norm_first,
+        "positions": model.positions,
+    }
+    if model.positions == "learned":
+        sizes["max_length"] = model.source_positions.table.num_embeddings
+    return {
+        "format": FORMAT,
+        "kind": "transformer",
+        "sizes": sizes,
+        "special": {"pad": 0, "bos": 1, "eos": 2, "unk": 3},
+        "source_vocab": list(corpus.source_vocab.tokens),
+        "target_vocab": list(corpus.target_vocab.tokens),
+        "tensors": tensors,
+        "data": base64.b64encode(b"".join(chunks)).decode("ascii"),
+    }
+
+
 def export_text(exported: dict, name: str) -> str:
     """The script that registers ``exported`` under ``name`` in ``globalThis.attentionCourseLiveModels``."""
     body = json.dumps(exported, ensure_ascii=False, separators=(",", ":"))
@@ -108,10 +162,11 @@ def export_dir() -> Path:
     return Path(setting) if setting else _PACKAGE.parent / "_build" / ".live_models"
 
 
-def write_export(model: Seq2Seq, corpus: ToyTranslationCorpus, folder: Path | None = None) -> str:
-    """Export ``model`` into ``folder`` (default ``export_dir()``) and return the file's name,
-    ``live-model-<hash of its content>.js``: a page names the exact weights it was built with."""
-    exported = export_seq2seq(model, corpus)
+def write_export(model: Seq2Seq | Transformer, corpus: ToyTranslationCorpus, folder: Path | None = None) -> str:
+    """Export ``model`` (chapter 6's ``Seq2Seq`` or chapter 10's ``Transformer``) into ``folder`` (default
+    ``export_dir()``) and return the file's name, ``live-model-<hash of its content>.js``: a page names the
+    exact weights it was built with."""
+    exported = export_transformer(model, corpus) if isinstance(model, Transformer) else export_seq2seq(model, corpus)
     digest = hashlib.sha256(json.dumps(exported, sort_keys=True).encode()).hexdigest()[:16]
     name = f"live-model-{digest}.js"
     folder = export_dir() if folder is None else Path(folder)

@@ -1,6 +1,9 @@
-// The live explorer's front end: the reader writes an English sentence, chapter 6's trained model
+// The live explorer's front end: the reader writes an English sentence, a chapter's trained model
 // translates it in the page, one word at a time, and each step's attention over the source is drawn.
 // "What if": hide a source word from attention, or make the model write another word at a step.
+// With chapter 10's Transformer (the `attention_maps` trait names its layers and heads) the reader
+// chooses the map: cross-attention, the decoder's or the encoder's self-attention, a layer, a head or
+// the heads averaged; hiding a word takes it out of cross-attention only (the encoder still reads it).
 //
 // Nothing heavy loads with the page: the engine (live_engine.js) and the model's weights (the file the
 // build exported, `model_file`) are classic scripts under the book's _static/live/, added to the page
@@ -49,8 +52,13 @@ function render({ model, el }) {
   const t = translator(model, el);
   const uid = Math.random().toString(36).slice(2, 8);
   const sourceWords = model.get("source_words");
+  const layout = model.get("attention_maps") || {};
+  const layered = Boolean(layout.heads); // a Transformer: a map per kind of attention, layer and head
   let engine = null;
-  let state = { words: [], ids: [], hidden: new Set(), forced: {}, steps: [], selected: 0 };
+  let state = { words: [], ids: [], hidden: new Set(), forced: {}, steps: [], selected: 0, encoder: [] };
+  // The map shown: at first the last layer's cross-attention averaged over its heads, the weights of
+  // Transformer.greedy_decode (and of chapter 6's one attention).
+  const view = { kind: "cross", layer: (layout.decoder || 1) - 1, head: "mean" };
   let run = 0; // the latest generation; an older one stops drawing
 
   const input = html("input", {
@@ -84,7 +92,28 @@ function render({ model, el }) {
   const steps = html("div", { class: "lt-steps", role: "group", "aria-labelledby": `lt-steps-${uid}` });
   const heat = html("div", { class: "lt-heat" });
   const detail = html("div", { class: "lt-detail" });
-  const hideLabel = html("p", { class: "lt-label", id: `lt-hide-${uid}`, text: t("What if attention could not see a word? Hide it:") });
+  // A Transformer's maps: which attention, which layer, which head.
+  const kindChoice = html("select", { id: `lt-kind-${uid}`, class: "lt-view-kind" }, [
+    html("option", { value: "cross", text: t("Cross-attention (decoder → source)") }),
+    html("option", { value: "decoder", text: t("Decoder self-attention") }),
+    html("option", { value: "encoder", text: t("Encoder self-attention") }),
+  ]);
+  const layerChoice = html("select", { id: `lt-layer-${uid}`, class: "lt-view-layer" });
+  const headChoice = html("select", { id: `lt-head-${uid}`, class: "lt-view-head" }, [
+    ...Array.from({ length: layout.heads || 0 }, (_, r) => html("option", { value: String(r), text: t("Head {head}", { head: r + 1 }) })),
+    html("option", { value: "mean", text: t("All heads, averaged") }),
+  ]);
+  const field = (label, choice) => html("div", { class: "lt-view-field" }, [html("label", { for: choice.id, text: label }), choice]);
+  const chooser = html("div", { class: "lt-view", role: "group", "aria-labelledby": `lt-view-${uid}` }, [
+    html("p", { class: "lt-label", id: `lt-view-${uid}`, text: t("Which attention map") }),
+    html("div", { class: "lt-view-row" }, [field(t("Attention"), kindChoice), field(t("Layer"), layerChoice), field(t("Head"), headChoice)]),
+  ]);
+  const mapNote = html("p", { class: "lt-hint lt-map-note" });
+  const hideLabel = html("p", {
+    class: "lt-label", id: `lt-hide-${uid}`,
+    text: layered ? t("What if cross-attention could not see a word? Hide it (the encoder still reads it):")
+      : t("What if attention could not see a word? Hide it:"),
+  });
   const hides = html("div", { class: "lt-hides", role: "group", "aria-labelledby": `lt-hide-${uid}` });
   const force = html("select", { id: `lt-force-${uid}`, class: "lt-force" });
   const forceLabel = html("label", { for: `lt-force-${uid}`, class: "lt-label" });
@@ -92,7 +121,8 @@ function render({ model, el }) {
   const whatIf = html("div", { class: "lt-whatif", hidden: "" }, [
     hideLabel, hides, html("div", { class: "lt-force-row" }, [forceLabel, force]), reset,
   ]);
-  const results = html("div", { class: "lt-results", hidden: "" }, [stepsLabel, steps, heat, detail]);
+  const results = html("div", { class: "lt-results", hidden: "" }, layered ? [stepsLabel, steps, chooser, heat, mapNote, detail]
+    : [stepsLabel, steps, heat, detail]);
 
   el.classList.add("live-translator");
   el.setAttribute("data-live-model", model.get("model_file"));
@@ -135,7 +165,7 @@ function render({ model, el }) {
       return;
     }
     say("");
-    state = { words, ids, hidden: new Set(), forced: {}, steps: [], selected: 0 };
+    state = { words, ids, hidden: new Set(), forced: {}, steps: [], selected: 0, encoder: [] };
     await generate(loaded);
   }
 
@@ -143,6 +173,7 @@ function render({ model, el }) {
     const mine = ++run;
     const decoder = loaded.start(state.ids, { hidden: [...state.hidden], forced: state.forced });
     state.steps = [];
+    state.encoder = decoder.encoder || []; // a Transformer's encoder maps, [layer][head][row]
     output.setAttribute("aria-busy", "true");
     output.textContent = "";
     for (let step = decoder.next(); step; step = decoder.next()) {
@@ -165,6 +196,87 @@ function render({ model, el }) {
     return token === loaded.special.eos ? t("(end)") : loaded.targetVocab[token];
   }
 
+  /** One map's rows, weights per head [head][j] → the chosen head's, or the heads averaged. */
+  function chosenHead(perHead) {
+    if (view.head !== "mean") return perHead[Number(view.head)];
+    return Float64Array.from(perHead[0], (_, j) => perHead.reduce((sum, a) => sum + a[j], 0) / perHead.length);
+  }
+
+  /** The map to draw: its caption and what its rows and columns are (`note`), its columns, its rows ({label,
+   * values, step}); `struck` marks the columns that attention may not see. Chapter 6's model has one map:
+   * each step's weights. */
+  function chosenMap(loaded) {
+    const stepRows = (values) => state.steps.map((step, i) => ({ label: wordOf(loaded, step.token), lang: "zh", values: values(step), step: i }));
+    if (!layered) {
+      return {
+        caption: t("Attention of each output step (rows) over the source words (columns)"),
+        columns: state.words, rows: stepRows((step) => step.weights), struck: (j) => state.hidden.has(j),
+      };
+    }
+    const names = { layer: view.layer + 1, head: view.head === "mean" ? t("the heads averaged") : t("head {head}", { head: Number(view.head) + 1 }) };
+    if (view.kind === "encoder") {
+      return {
+        caption: t("Encoder self-attention, layer {layer}, {head}", names),
+        note: t("Rows and columns: the source words. The encoder reads the sentence once, before the first step, so this map is the same at every step."),
+        columns: state.words, struck: () => false,
+        rows: state.words.map((word, i) => ({ label: word, lang: "en", values: chosenHead(state.encoder[view.layer].map((head) => head[i])) })),
+      };
+    }
+    if (view.kind === "decoder") {
+      return {
+        caption: t("Decoder self-attention, layer {layer}, {head}", names),
+        note: t("Rows: the output steps. Columns: what the decoder has read, the start and then the words written so far; a dash marks a later word, which the causal mask hides."),
+        columns: [t("(start)"), ...state.steps.slice(0, -1).map((step) => wordOf(loaded, step.token))], columnLang: "zh",
+        rows: stepRows((step) => chosenHead(step.self[view.layer])), struck: () => false,
+      };
+    }
+    return {
+      caption: t("Cross-attention, layer {layer}, {head}", names),
+      note: t("Rows: the output steps. Columns: the source words."),
+      columns: state.words, rows: stepRows((step) => chosenHead(step.cross[view.layer])), struck: (j) => state.hidden.has(j),
+    };
+  }
+
+  // The chosen map as a matrix (a row per step, or per source word), and the chosen step's row as bars.
+  function drawMap(loaded) {
+    const map = chosenMap(loaded);
+    const weightCell = (a) => {
+      if (a === undefined) return html("td", { class: "lt-masked", "data-weight": "0", text: "–" });
+      const cell = html("td", { "data-weight": a.toFixed(6), text: a.toFixed(2) });
+      cell.style.setProperty("--lt-a", a.toFixed(4));
+      if (a > 0.5) cell.classList.add("lt-dark");
+      return cell;
+    };
+    const columnLang = map.columnLang ? { lang: map.columnLang } : {};
+    const table = html("table", { class: "lt-matrix" }, [
+      html("caption", { text: map.caption }),
+      html("tr", {}, [html("th", { scope: "col", text: "" }), ...map.columns.map((w, j) =>
+        html("th", { scope: "col", class: map.struck(j) ? "lt-hidden-word" : "", ...columnLang, text: w }))]),
+      ...map.rows.map((row) => html("tr", { class: row.step === state.selected ? "lt-selected" : "" }, [
+        html("th", { scope: "row", lang: row.lang, text: row.label }),
+        ...map.columns.map((_, j) => weightCell(row.values[j])),
+      ])),
+    ]);
+    heat.replaceChildren(table);
+    mapNote.textContent = map.note || "";
+    const selected = state.steps[state.selected];
+    const chosen = map.rows.find((row) => row.step === state.selected);
+    if (!chosen) { // the encoder's map: no output step to choose
+      detail.replaceChildren();
+      return;
+    }
+    // The chosen step's weights, word by word.
+    detail.replaceChildren(
+      html("p", { class: "lt-label", text: t("Step {step}, {word}: its weights a_ij", { step: state.selected + 1, word: wordOf(loaded, selected.token) }) }),
+      html("ul", { class: "lt-bars" }, Array.from(chosen.values, (a, j) => {
+        const bar = html("span", { class: "lt-bar" });
+        bar.style.width = `${(a * 100).toFixed(1)}%`;
+        return html("li", {}, [html("span", { class: "lt-bar-word", ...columnLang, text: map.columns[j] }), html("span", { class: "lt-bar-track" }, [bar]),
+          html("span", { class: "lt-bar-value", text: a.toFixed(4) })]);
+      })),
+    );
+  }
+
   function draw(loaded) {
     results.hidden = false;
     whatIf.hidden = false;
@@ -179,33 +291,7 @@ function render({ model, el }) {
       button.addEventListener("click", () => { state.selected = i; draw(loaded); steps.children[i].focus(); });
       return button;
     }));
-    // The attention matrix: a row per output step, a column per source word.
-    const table = html("table", { class: "lt-matrix" }, [
-      html("caption", { text: t("Attention of each output step (rows) over the source words (columns)") }),
-      html("tr", {}, [html("th", { scope: "col", text: "" }), ...state.words.map((w, j) =>
-        html("th", { scope: "col", class: state.hidden.has(j) ? "lt-hidden-word" : "", text: w }))]),
-      ...state.steps.map((step, i) => html("tr", { class: i === state.selected ? "lt-selected" : "" }, [
-        html("th", { scope: "row", lang: "zh", text: wordOf(loaded, step.token) }),
-        ...step.weights.map((a) => {
-          const cell = html("td", { text: a.toFixed(2) });
-          cell.style.setProperty("--lt-a", a.toFixed(4));
-          if (a > 0.5) cell.classList.add("lt-dark");
-          return cell;
-        }),
-      ])),
-    ]);
-    heat.replaceChildren(table);
-    // The chosen step's weights, word by word.
-    detail.replaceChildren(
-      html("p", { class: "lt-label", text: t("Step {step}, {word}: its weights a_ij", { step: state.selected + 1, word: wordOf(loaded, selected.token) }) }),
-      html("ul", { class: "lt-bars" }, state.words.map((w, j) => {
-        const a = selected.weights[j];
-        const bar = html("span", { class: "lt-bar" });
-        bar.style.width = `${(a * 100).toFixed(1)}%`;
-        return html("li", {}, [html("span", { class: "lt-bar-word", text: w }), html("span", { class: "lt-bar-track" }, [bar]),
-          html("span", { class: "lt-bar-value", text: a.toFixed(4) })]);
-      })),
-    );
+    drawMap(loaded);
     // What if: hide a source word; write another word at the chosen step.
     hides.replaceChildren(...state.words.map((w, j) => {
       const button = html("button", {
@@ -227,6 +313,23 @@ function render({ model, el }) {
       if (id === selected.token) option.selected = true;
       return option;
     }));
+  }
+
+  function chooseLayers() {
+    const count = layout[view.kind === "encoder" ? "encoder" : "decoder"] || 1;
+    view.layer = Math.min(view.layer, count - 1);
+    layerChoice.replaceChildren(...Array.from({ length: count }, (_, l) =>
+      html("option", { value: String(l), text: t("Layer {layer}", { layer: l + 1 }) })));
+    layerChoice.value = String(view.layer);
+  }
+  if (layered) {
+    kindChoice.value = view.kind;
+    headChoice.value = view.head;
+    chooseLayers();
+    const redraw = async () => { if (engine && state.steps.length) drawMap(await engine); };
+    kindChoice.addEventListener("change", () => { view.kind = kindChoice.value; chooseLayers(); redraw(); });
+    layerChoice.addEventListener("change", () => { view.layer = Number(layerChoice.value); redraw(); });
+    headChoice.addEventListener("change", () => { view.head = headChoice.value; redraw(); });
   }
 
   force.addEventListener("change", async () => {

@@ -1,7 +1,8 @@
 """Sphinx extension: the chapters' live models, served from the build.
 
-Chapter 6's ``LiveTranslator`` widget exports its trained model (``attention_course.live_model``) into
-``_build/.live_models/`` and names the file, ``live-model-<hash>.js``, in the page. When the build is
+The ``LiveTranslator`` widget of chapters 6 and 10 exports the chapter's trained model
+(``attention_course.live_model``) into ``_build/.live_models/`` and names the file, ``live-model-<hash>.js``,
+in the page. When the build is
 finished this copies into each edition's ``_static/live/`` the engine (``attention_course/widgets/
 live_engine.js``, as ``live-engine.js``) and every model file a page names. A page that names a file
 which is not there is a Sphinx warning (an error under ``-W``): its explorer would fail to start.
