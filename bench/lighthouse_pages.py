@@ -36,6 +36,9 @@ LIGHTHOUSE = ROOT / "bench" / "lighthouse" / "node_modules" / ".bin" / "lighthou
 CATEGORIES = ["performance", "accessibility", "best-practices"]
 CHECKED = ["accessibility", "best-practices"]  # whose failing audits are listed
 MAX_ITEMS = 25  # elements listed per failing audit
+# The measures the performance score is made of (ms, but CLS): FCP, LCP, TBT, CLS, Speed Index.
+METRICS = ["first-contentful-paint", "largest-contentful-paint", "total-blocking-time", "cumulative-layout-shift",
+           "speed-index"]
 
 
 def run_lighthouse(url: str, form_factor: str) -> dict:
@@ -117,6 +120,7 @@ def audit(html_dir: Path, pages: list[str], form_factors: list[str]) -> dict:
                     "scores": {c: lhr["categories"][c]["score"] for c in CATEGORIES},
                     "bytes": bytes_loaded(lhr, base, html_dir),
                     "failing": failing_audits(lhr),
+                    "metrics": {m: (lhr["audits"].get(m) or {}).get("numericValue") for m in METRICS},
                     "runtime_error": (lhr.get("runtimeError") or {}).get("message"),
                     "load_average": {"before": load_before, "after": os.getloadavg()},
                 }
@@ -141,6 +145,14 @@ def score(value) -> str:
     return "-" if value is None else f"{round(value * 100)}"
 
 
+def seconds(ms) -> str:
+    return "-" if ms is None else f"{ms / 1000:.2f}"
+
+
+def milliseconds(ms) -> str:
+    return "-" if ms is None else f"{ms:.0f}"
+
+
 def markdown(report: dict, label: str) -> str:
     lines = [
         f"# Lighthouse, {label}: {report['html_dir']}",
@@ -150,16 +162,18 @@ def markdown(report: dict, label: str) -> str:
         "(total-byte-weight) / the same files on disk; load average (1 min) when the page's run began. Failing audits in brackets "
         "weigh nothing in the score.",
         "",
-        "| page | form | perf | a11y | best pr. | KB transferred | KB on disk | requests | load | failing audits |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| page | form | perf | a11y | best pr. | FCP s | LCP s | TBT ms | KB transferred | KB on disk | requests | load | failing audits |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in report["pages"]:
-        s, b = e["scores"], e["bytes"]
+        s, b, m = e["scores"], e["bytes"], e.get("metrics") or {}
         failing = ", ".join(a["id"] if a["weight"] else f"({a['id']})"
                             for c in CHECKED for a in e["failing"][c]) or "none"
         lines.append(
             f"| {e['page']} | {e['form_factor']} | {score(s['performance'])} | {score(s['accessibility'])} "
-            f"| {score(s['best-practices'])} | {b['transferred'] / 1024:.0f} | {b['files_on_disk'] / 1024:.0f} "
+            f"| {score(s['best-practices'])} | {seconds(m.get('first-contentful-paint'))} "
+            f"| {seconds(m.get('largest-contentful-paint'))} | {milliseconds(m.get('total-blocking-time'))} "
+            f"| {b['transferred'] / 1024:.0f} | {b['files_on_disk'] / 1024:.0f} "
             f"| {b['requests']} | {e['load_average']['before'][0]:.2f} | {failing} |")
     return "\n".join(lines) + "\n"
 

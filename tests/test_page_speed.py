@@ -1,7 +1,8 @@
 """Pages a phone paints sooner (book/_ext/page_speed.py): one stylesheet per page, joined in order with its
 ``@import``s and ``url()``s right, without any rule that applies to what a reader sees (in light and dark,
-with the menus open); no script preloaded in the head; the theme's tab-stop pass gives the same stops while
-reading the layout once; and the formulas are measured without holding up the page (course-reader.js)."""
+with the menus open); no script preloaded in the head; a first visit painted in the reader's colours before
+the theme's script runs; the theme's tab-stop pass gives the same stops while reading the layout once; and
+the formulas are measured without holding up the page (course-reader.js)."""
 
 from __future__ import annotations
 
@@ -102,6 +103,31 @@ process.stdout.write(JSON.stringify([run(process.argv[1]), run(process.argv[2])]
     assert our_log[:4] == ["read"] * 4 and set(our_log[4:]) <= {"write"}
 
 
+# ---- The theme in the head -------------------------------------------------------------------------------
+
+def test_the_installed_theme_sets_the_theme_in_the_head_as_expected():
+    import pydata_sphinx_theme
+
+    layout = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "layout.html"
+    expected = page_speed.THEME_IN_HEAD_BEFORE.replace('"auto"', '"{{ default_mode }}"')
+    assert layout.read_text(encoding="utf-8").count(expected) == 1
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_first_visit_is_painted_in_the_readers_colours_before_the_themes_script_runs(browser, built_html, scheme):
+    with serve(built_html) as base:
+        context = browser.new_context(color_scheme=scheme)
+        page = context.new_page()
+        page.route("**/pydata-sphinx-theme.js*", lambda route: route.abort())  # the theme's script never runs
+        page.goto(base + "book/04-three-stages.html", wait_until="domcontentloaded")
+        theme = page.evaluate("document.documentElement.dataset.theme")
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        context.close()
+    assert theme == scheme
+    dark = sum(int(v) for v in re.findall(r"\d+", background)[:3]) < 3 * 128
+    assert dark == (scheme == "dark"), background
+
+
 # ---- The built book --------------------------------------------------------------------------------------
 
 def test_every_page_links_one_joined_stylesheet_and_preloads_no_script(built_html):
@@ -118,6 +144,7 @@ def test_every_page_links_one_joined_stylesheet_and_preloads_no_script(built_htm
             sheets = [tag for tag in re.findall(r"<link\b[^>]*>", head) if 'rel="stylesheet"' in tag]
             assert len(sheets) == 1 and page_speed.PREFIX in sheets[0], (language, page, sheets)
             assert not any(page_speed._is_script_preload(tag) for tag in re.findall(r"<link\b[^>]*>", head)), page
+            assert page_speed.THEME_IN_HEAD_AFTER in head, page
         for sheet in joined:
             # Every file a url() names is in the build (fonts, images), read from the joined file's folder.
             for url in re.findall(r'url\("([^"]+)"\)', sheet.read_text(encoding="utf-8")):

@@ -15,6 +15,12 @@ at ``build-finished`` once the other extensions have written the pages (a high p
 - **The theme's scripts are not preloaded.** The theme asks for its two scripts with
   ``<link rel="preload">`` in the head, which makes them fetched first, with the stylesheets, though
   they run only once the page is parsed (``defer``); they are fetched in their turn.
+- **The first paint has the reader's colours.** The theme's inline script in the head sets the page's
+  theme to the one stored from an earlier visit, or to "auto" on a first one, which no rule of its
+  stylesheet matches; its deferred script then sets "light" or "dark", and the browser styles the whole
+  page again (54 ms of a 2-core machine's CPU on chapter 4, four times that on Lighthouse's phone; and a
+  reader whose system is dark sees the page light first). The inline script resolves "auto" itself, as
+  the theme's script will (``prefers-color-scheme``), so that script changes nothing.
 - **The theme reads the layout once, not once per code block.** pydata-sphinx-theme makes every code
   block that scrolls a keyboard stop, at load: it sets a block's tab stop and then reads the next block's
   width, so the browser lays the page out again for every block (40 times on chapter 4). The copy in
@@ -214,6 +220,26 @@ def _is_script_preload(tag: str) -> bool:
     return attrs.get("rel", "").lower() == "preload" and attrs.get("as", "").lower() == "script"
 
 
+# pydata-sphinx-theme 0.17's layout.html, with the book's default mode ("auto", html_context in _config.yml).
+THEME_IN_HEAD_BEFORE = 'document.documentElement.dataset.theme = localStorage.getItem("theme") || "auto";'
+THEME_IN_HEAD_AFTER = ('document.documentElement.dataset.theme = document.documentElement.dataset.mode === "auto" ? '
+                       '(matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light") : '
+                       'document.documentElement.dataset.mode;')
+
+
+def resolve_theme_in_head(root: Path) -> list[str]:
+    """Make every page's head set the theme the theme's script will set; return the pages (relative to
+    ``root``) whose head sets a theme in a way this does not know (they are left as they are)."""
+    unknown = []
+    for page in edition_pages(root):
+        html = page.read_text(encoding="utf-8")
+        if THEME_IN_HEAD_BEFORE in html:
+            page.write_text(html.replace(THEME_IN_HEAD_BEFORE, THEME_IN_HEAD_AFTER, 1), encoding="utf-8")
+        elif "dataset.theme" in html[: html.find("</head>")] and THEME_IN_HEAD_AFTER not in html:
+            unknown.append(page.relative_to(root).as_posix())
+    return unknown
+
+
 def patch_theme_script(root: Path) -> str:
     """Make the theme's tab-stop pass read every block's size before it sets any stop: "patched",
     "patched already", or "" where the script is not there; warns where its code is not what we patch."""
@@ -236,6 +262,11 @@ def build_finished(app: Sphinx, exception) -> None:
         return
     root = Path(app.outdir).resolve()
     patch_theme_script(root)
+    unknown = resolve_theme_in_head(root)
+    if unknown:
+        logger.warning("page_speed: the theme's script in the head of %s is not the one this extension "
+                       "knows (a new pydata-sphinx-theme release?); see book/_ext/page_speed.py",
+                       ", ".join(unknown[:3]), type="page_speed")
     drop_script_preloads(root)
     try:
         named = join_stylesheets(root)
