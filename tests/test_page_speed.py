@@ -103,6 +103,18 @@ process.stdout.write(JSON.stringify([run(process.argv[1]), run(process.argv[2])]
     assert our_log[:4] == ["read"] * 4 and set(our_log[4:]) <= {"write"}
 
 
+def test_a_bare_redirect_becomes_a_page_and_a_page_is_left_alone(tmp_path):
+    index = tmp_path / "index.html"
+    index.write_text('<meta http-equiv="Refresh" content="0; url=book/index.html" />\n', encoding="utf-8")
+    assert page_speed.complete_root_redirect(tmp_path, "zh_CN", "注意力 <course>", "_static/favicon.svg")
+    written = index.read_text(encoding="utf-8")
+    assert '<html lang="zh-CN">' in written and "<title>注意力 &lt;course&gt;</title>" in written
+    assert '<meta http-equiv="Refresh" content="0; url=book/index.html" />' in written
+    assert '<link rel="icon" href="_static/favicon.svg" />' in written and '<a href="book/index.html">' in written
+    assert not page_speed.complete_root_redirect(tmp_path, "en", "Again", "_static/favicon.svg")
+    assert index.read_text(encoding="utf-8") == written
+
+
 # ---- The theme in the head -------------------------------------------------------------------------------
 
 def test_the_installed_theme_sets_the_theme_in_the_head_as_expected():
@@ -137,10 +149,12 @@ def test_every_page_links_one_joined_stylesheet_and_preloads_no_script(built_htm
         assert joined, language
         for page in pages_of(folder):
             html = (folder / page).read_text(encoding="utf-8")
-            if "</head>" not in html:
-                assert "<link" not in html, page  # the root's redirect: a meta tag, nothing to load
-                continue
             head = html[: html.index("</head>")]
+            if page == "index.html":  # the root's redirect, a page with the book's icon: no /favicon.ico asked for
+                assert '<meta http-equiv="Refresh" content="0; url=book/index.html" />' in head
+                icon = re.search(r'<link rel="icon" href="([^"]+)" />', head).group(1)
+                assert (folder / icon).is_file() and "<link" not in head.replace(f'<link rel="icon" href="{icon}" />', "")
+                continue
             sheets = [tag for tag in re.findall(r"<link\b[^>]*>", head) if 'rel="stylesheet"' in tag]
             assert len(sheets) == 1 and page_speed.PREFIX in sheets[0], (language, page, sheets)
             assert not any(page_speed._is_script_preload(tag) for tag in re.findall(r"<link\b[^>]*>", head)), page

@@ -21,6 +21,11 @@ at ``build-finished`` once the other extensions have written the pages (a high p
   page again (54 ms of a 2-core machine's CPU on chapter 4, four times that on Lighthouse's phone; and a
   reader whose system is dark sees the page light first). The inline script resolves "auto" itself, as
   the theme's script will (``prefers-color-scheme``), so that script changes nothing.
+- **The root's redirect is a page.** Sphinx's external TOC writes the build's ``index.html`` as a bare
+  ``<meta http-equiv="Refresh">``: a browser that opens it asks the server for ``/favicon.ico``, outside a
+  book served under a sub-path (a 404, an error in the console: Lighthouse's best practices 96). It is
+  written again as a small HTML page in the edition's language, with the book's icon, its title, and a
+  link for a browser that does not follow the refresh.
 - **The theme reads the layout once, not once per code block.** pydata-sphinx-theme makes every code
   block that scrolls a keyboard stop, at load: it sets a block's tab stop and then reads the next block's
   width, so the browser lays the page out again for every block (40 times on chapter 4). The copy in
@@ -36,6 +41,7 @@ import os
 import re
 import shutil
 import subprocess
+from html import escape
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -240,6 +246,27 @@ def resolve_theme_in_head(root: Path) -> list[str]:
     return unknown
 
 
+_BARE_REDIRECT = re.compile(r'\s*<meta http-equiv="Refresh" content="0; url=([^"]+)" />\s*')
+
+
+def complete_root_redirect(root: Path, language: str, title: str, icon: str) -> bool:
+    """Rewrite ``root``/index.html, if it is a bare meta refresh, as a small page: {language} lang,
+    ``icon`` (relative to ``root``) as its icon, ``title``. Returns whether it did."""
+    index = root / "index.html"
+    if not index.is_file():
+        return False
+    match = _BARE_REDIRECT.fullmatch(index.read_text(encoding="utf-8"))
+    if match is None:
+        return False
+    target, name = escape(match.group(1)), escape(title)
+    index.write_text(
+        f'<!DOCTYPE html>\n<html lang="{escape(language.replace("_", "-"))}">\n<head>\n<meta charset="utf-8" />\n'
+        f'<meta http-equiv="Refresh" content="0; url={target}" />\n<title>{name}</title>\n'
+        f'<link rel="icon" href="{escape(icon)}" />\n</head>\n'
+        f'<body><p><a href="{target}">{name}</a></p></body>\n</html>\n', encoding="utf-8")
+    return True
+
+
 def patch_theme_script(root: Path) -> str:
     """Make the theme's tab-stop pass read every block's size before it sets any stop: "patched",
     "patched already", or "" where the script is not there; warns where its code is not what we patch."""
@@ -268,6 +295,9 @@ def build_finished(app: Sphinx, exception) -> None:
                        "knows (a new pydata-sphinx-theme release?); see book/_ext/page_speed.py",
                        ", ".join(unknown[:3]), type="page_speed")
     drop_script_preloads(root)
+    icon = Path("_static") / Path(app.config.html_favicon or "favicon.svg").name
+    complete_root_redirect(root, app.config.language or "en", app.config.html_title or app.config.project,
+                           icon.as_posix() if (root / icon).is_file() else "data:,")
     try:
         named = join_stylesheets(root)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
