@@ -24,8 +24,9 @@ at ``build-finished`` once the other extensions have written the pages (a high p
 - **The root's redirect is a page.** Sphinx's external TOC writes the build's ``index.html`` as a bare
   ``<meta http-equiv="Refresh">``: a browser that opens it asks the server for ``/favicon.ico``, outside a
   book served under a sub-path (a 404, an error in the console: Lighthouse's best practices 96). It is
-  written again as a small HTML page in the edition's language, with the book's icon, its title, and a
-  link for a browser that does not follow the refresh.
+  written again as a small HTML page in the edition's language, with its title, an empty icon
+  (``data:``: nothing to fetch on a page that is left at once) and a link for a browser that does not
+  follow the refresh.
 - **The theme reads the layout once, not once per code block.** pydata-sphinx-theme makes every code
   block that scrolls a keyboard stop, at load: it sets a block's tab stop and then reads the next block's
   width, so the browser lays the page out again for every block (40 times on chapter 4). The copy in
@@ -249,9 +250,9 @@ def resolve_theme_in_head(root: Path) -> list[str]:
 _BARE_REDIRECT = re.compile(r'\s*<meta http-equiv="Refresh" content="0; url=([^"]+)" />\s*')
 
 
-def complete_root_redirect(root: Path, language: str, title: str, icon: str) -> bool:
+def complete_root_redirect(root: Path, language: str, title: str, icon: str = "data:,") -> bool:
     """Rewrite ``root``/index.html, if it is a bare meta refresh, as a small page: {language} lang,
-    ``icon`` (relative to ``root``) as its icon, ``title``. Returns whether it did."""
+    ``icon`` as its icon, ``title``. Returns whether it did."""
     index = root / "index.html"
     if not index.is_file():
         return False
@@ -295,9 +296,7 @@ def build_finished(app: Sphinx, exception) -> None:
                        "knows (a new pydata-sphinx-theme release?); see book/_ext/page_speed.py",
                        ", ".join(unknown[:3]), type="page_speed")
     drop_script_preloads(root)
-    icon = Path("_static") / Path(app.config.html_favicon or "favicon.svg").name
-    complete_root_redirect(root, app.config.language or "en", app.config.html_title or app.config.project,
-                           icon.as_posix() if (root / icon).is_file() else "data:,")
+    complete_root_redirect(root, app.config.language or "en", app.config.html_title or app.config.project)
     try:
         named = join_stylesheets(root)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
