@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from attention_course.corpus import ToyTranslationCorpus, Vocab, generate_pairs
+from attention_course.corpus import ToyTranslationCorpus, Vocab
 from attention_course.live_model import export_seq2seq, export_text, read_export, write_export
 from attention_course.model_cache import trained_model
+from live_sentences import unseen_sentences
 
 ENGINE = Path(__file__).resolve().parents[1] / "attention_course" / "widgets" / "live_engine.js"
 WEIGHT_TOLERANCE = 1e-4
@@ -55,15 +56,9 @@ def chapter_model():
 
 @pytest.fixture(scope="module")
 def sentences(chapter_model):
-    """200 sentences the model never trained on: 100 held-out ones, and 100 of four and five clauses
-    (the training corpus has one to three), drawn from the corpus's own generator."""
+    """200 sentences the model never trained on (tests/live_sentences.py)."""
     corpus, _ = chapter_model
-    trained = {pair.source for pair in corpus.train_pairs}
-    held_out = [pair.source for pair in corpus.held_out_pairs[:100]]
-    longer = [pair.source for pair in generate_pairs(100, seed=12345, min_clauses=4, max_clauses=5)]
-    chosen = [list(s) for s in held_out + longer if s not in trained]
-    assert len(chosen) == 200 and max(map(len, longer)) > max(len(p.source) for p in corpus.train_pairs)
-    return chosen
+    return unseen_sentences(corpus)
 
 
 @pytest.fixture(scope="module")
