@@ -190,3 +190,12 @@ def command(*args: str) -> subprocess.CompletedProcess:
             if stop.code is not None and not isinstance(stop.code, int):
                 print(stop.code, file=sys.stderr)
     return subprocess.CompletedProcess(["attention-course", *args], status or 0, out.getvalue(), err.getvalue())
+
+
+def files_left(folder: Path) -> list[str]:
+    """Every path under ``folder`` (relative), sorted; a folder removed while it is being listed (a cleanup
+    under way) gives ["(being removed)"], so that a caller polling until nothing is left looks again."""
+    try:
+        return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+    except FileNotFoundError:
+        return ["(being removed)"]

@@ -40,7 +40,7 @@ from adversarial_corpus import ATTACKS, WRONG
 from attention_course.grading import sandbox
 from attention_course.grading.course import Course
 from attention_course.grading.nbgrader_bridge import COURSE_ID
-from grading_support import filled, released_copy, submit, submit_all
+from grading_support import files_left, filled, released_copy, submit, submit_all
 from test_grading_soft_hard import SAMPLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,8 +172,7 @@ class DaskProcesses:
     def left_in_tmp(self, wait_s: float = 30) -> list[str]:
         """What the workers left in their TMPDIR, once every worker is gone (given ``wait_s`` to be cleaned up)."""
         deadline = time.monotonic() + wait_s
-        while (left := sorted(p.relative_to(self.tmp).as_posix() for p in self.tmp.rglob("*"))) \
-                and time.monotonic() < deadline:
+        while (left := files_left(self.tmp)) and time.monotonic() < deadline:
             time.sleep(0.2)
         return left
 

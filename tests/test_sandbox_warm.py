@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from attention_course.grading import isolation, sandbox
+from grading_support import files_left
 
 pytestmark = pytest.mark.skipif(os.environ.get("CI") != "true" and not sandbox.shutil.which("bwrap"),
                                 reason="bubblewrap is not installed (under CI=true this never skips)")
@@ -304,6 +305,6 @@ def test_a_killed_grader_leaves_nothing_in_its_temp_dir(tmp_path):
         process.send_signal(signal.SIGKILL)
         process.wait()
     deadline = time.monotonic() + 30
-    while (left := sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*"))) and time.monotonic() < deadline:
+    while (left := files_left(tmp)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert left == []
