@@ -9,7 +9,6 @@ import base64
 import json
 import shutil
 import subprocess
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ import torch
 from attention_course.corpus import ToyTranslationCorpus, Vocab
 from attention_course.live_model import export_seq2seq, export_text, read_export, write_export
 from attention_course.model_cache import trained_model
-from live_sentences import unseen_sentences
+from live_sentences import one_thread, unseen_sentences
 
 ENGINE = Path(__file__).resolve().parents[1] / "attention_course" / "widgets" / "live_engine.js"
 WEIGHT_TOLERANCE = 1e-4
@@ -67,7 +66,7 @@ def pytorch_results(chapter_model, sentences):
     same alone or beside longer ones): per sentence (tokens up to and with <eos>, weights (T, S))."""
     corpus, model = chapter_model
     results = []
-    with _one_thread():
+    with one_thread():
         for start in range(0, len(sentences), 50):
             chunk = sentences[start:start + 50]
             lengths = torch.tensor([len(words) for words in chunk])  # (B,)
@@ -80,17 +79,6 @@ def pytorch_results(chapter_model, sentences):
                 length = row.index(Vocab.eos_id) + 1 if Vocab.eos_id in row else len(row)
                 results.append((row[:length], row_weights[:length, : len(words)]))
     return results
-
-
-@contextmanager
-def _one_thread():
-    # Many small operations: on a busy 2-core machine more threads only wait on each other.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def run_engine(tmp_path: Path, export_file: Path, sentences) -> list[dict]:

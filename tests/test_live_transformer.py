@@ -12,7 +12,6 @@ import base64
 import json
 import shutil
 import subprocess
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from attention_course.live_model import export_text, export_transformer, read_ex
 from attention_course.model_cache import trained_model
 from attention_course.transformer import build_transformer, translate_with_maps
 from attention_course.transformer_length import MODEL
-from live_sentences import unseen_sentences
+from live_sentences import one_thread, unseen_sentences
 
 ENGINE = Path(__file__).resolve().parents[1] / "attention_course" / "widgets" / "live_engine.js"
 WEIGHT_TOLERANCE = 1e-4
@@ -59,17 +58,6 @@ process.stdout.write(JSON.stringify(out));
 pytestmark = pytest.mark.skipif(NODE is None, reason="needs Node (apt: nodejs)")
 
 
-@contextmanager
-def _one_thread():
-    # Many small operations: on a busy 2-core machine more threads only wait on each other.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def chapter_model():
     """Chapter 10's corpus and trained Transformer, with the chapter's own recipe (book/10-transformer.md)."""
@@ -90,7 +78,7 @@ def pytorch_reference(model, corpus, sentences) -> list[dict]:
     """Per sentence, what PyTorch computes: the tokens ``greedy_decode`` writes (up to and with <eos>) and its
     per-step weights (T, S); and ``translate_with_maps``'s maps, {kind: [one (n_h, rows, columns) per layer]}."""
     results = []
-    with _one_thread():
+    with one_thread():
         for words in sentences:
             ids = corpus.source_vocab.encode(words)
             tokens, weights = model.greedy_decode(torch.tensor([ids]), torch.tensor([len(ids)]))
