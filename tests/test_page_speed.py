@@ -1,8 +1,10 @@
 """Pages a phone paints sooner (book/_ext/page_speed.py): one stylesheet per page, joined in order with its
 ``@import``s and ``url()``s right, without any rule that applies to what a reader sees (in light and dark,
 with the menus open); no script preloaded in the head; a first visit painted in the reader's colours before
-the theme's script runs; the theme's tab-stop pass gives the same stops while reading the layout once; and
-the formulas are measured without holding up the page (course-reader.js)."""
+the theme's script runs; the theme's tab-stop pass gives the same stops while reading the layout once; the
+formulas are measured without holding up the page (course-reader.js); Chinese text is set in a font the page
+names; the icon font arriving moves nothing; and the widgets are drawn one at a time, the one on screen first
+(widget_host.js)."""
 
 from __future__ import annotations
 
@@ -248,3 +250,95 @@ def test_a_wide_formula_far_down_the_page_is_marked_without_scrolling_to_it(brow
         below = page.evaluate("""() => [...document.querySelectorAll('main .course-scrolls')]
             .filter((box) => box.getBoundingClientRect().top > 3 * innerHeight).length""")
         assert below >= 1
+
+
+# ---- Chinese text, icons and widgets that do not hold up a phone ---------------------------------------
+
+# The fonts Chromium drew a node's text with, and the families its style names (course-reader.css).
+def _fonts_of(page, selector: str) -> tuple[list[str], str]:
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument")["root"]["nodeId"]
+    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+    fonts = [font["familyName"] for font in cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]]
+    return fonts, page.eval_on_selector(selector, "el => getComputedStyle(el).fontFamily")
+
+
+def test_chinese_text_is_drawn_in_a_font_the_page_names(browser, built_html):
+    """Without a Chinese font in its stack the browser searched the system for one for every character
+    it met (about twice the layout time of the English twin on a phone). Prose and code alike name it."""
+    with serve(built_html) as base, reader(browser, base, "zh/book/04-three-stages.html", "phone") as page:
+        page.evaluate("""() => {
+          const article = document.querySelector('article');
+          article.insertAdjacentHTML('afterbegin', '<p id="probe-prose">注意力机制</p><pre id="probe-code">查询与键</pre>');
+        }""")
+        for probe in ("#probe-prose", "#probe-code"):
+            fonts, families = _fonts_of(page, probe)
+            named = [family.strip().strip('"').lower() for family in families.split(",")]
+            assert fonts and all(font.lower() in named for font in fonts), (probe, fonts, families)
+
+
+@pytest.mark.parametrize("language", ["en", "zh_CN"])
+def test_the_icon_font_arriving_moves_nothing(browser, built_html, language):
+    """A download link's icon takes the same room while the icon font is on its way as after it came: the
+    room the browser kept for it meanwhile once made a Chinese line break elsewhere, and the paragraph
+    jumped when the font arrived (CLS 0.19 on a phone)."""
+    prefix = "" if language == "en" else editions(built_html)[language].relative_to(built_html).as_posix() + "/"
+    boxes = """() => [...document.querySelectorAll('article p:first-of-type, article a.download')].slice(0, 8)
+        .map((el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.width, r.height].map(Math.round); })"""
+    with serve(built_html) as base:
+        context = browser.new_context(viewport={"width": 412, "height": 823})
+        page = context.new_page()
+        held = []
+        page.route("**/course-icons.woff*", lambda route: held.append(route))  # the icon font, held back until we let it come
+        page.goto(base + prefix + "book/exercises/seq2seq-attention.html", wait_until="domcontentloaded")
+        page.wait_for_function("document.fonts.status === 'loading'")
+        before = page.evaluate(boxes)
+        assert len(held) == 1
+        held[0].continue_()
+        page.wait_for_function("document.fonts.status === 'loaded'")
+        after = page.evaluate(boxes)
+        context.close()
+    assert len(after) >= 3
+    assert before == after
+
+
+IDLE_HELD = """window.__idle = [];
+window.requestIdleCallback = (work) => { window.__idle.push(work); return window.__idle.length; };
+window.__drawn = [];
+new MutationObserver(() => {
+  document.querySelectorAll('.course-widget').forEach((el, i) => {
+    if (el.childElementCount && !window.__drawn.includes(i)) window.__drawn.push(i);
+  });
+}).observe(document, {childList: true, subtree: true});"""
+RUN_IDLE = "window.__idle.splice(0).forEach((work) => work({timeRemaining: () => 10, didTimeout: false}))"
+
+
+def test_the_widget_on_screen_is_drawn_first_and_the_others_when_the_browser_is_idle(browser, built_html):
+    """Chapter 6's two widgets, three screens apart, opened at the second: it is drawn at once; the first
+    only in the browser's idle time (held back here, then let run), one widget at a time."""
+    with serve(built_html) as base:
+        context = browser.new_context(viewport={"width": 390, "height": 844})
+        page = context.new_page()
+        page.add_init_script(IDLE_HELD)
+
+        def spaced(route):  # three screens between the two widgets
+            html = route.fetch().text()
+            second = html.index('<section id="your-own-sentence">')
+            route.fulfill(body=html[:second] + '<div style="height: 2600px"></div>' + html[second:],
+                          content_type="text/html; charset=utf-8")
+
+        page.route("**/book/06-attention-decoder.html", spaced)
+        page.goto(base + "book/06-attention-decoder.html#your-own-sentence", wait_until="load")
+        page.wait_for_function("window.__drawn.length >= 1")
+        page.wait_for_timeout(300)
+        assert page.evaluate("window.__drawn") == [1]
+        for _ in range(50):
+            page.evaluate(RUN_IDLE)
+            if page.evaluate("window.__drawn.length") == 2:
+                break
+            page.wait_for_timeout(100)
+        assert page.evaluate("window.__drawn") == [1, 0]
+        assert page.evaluate("document.querySelector('#your-own-sentence').getBoundingClientRect().top") < 844
+        context.close()

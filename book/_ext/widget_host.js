@@ -85,22 +85,55 @@
     await widget.render({ model, el });
   }
 
+  // Each widget is drawn in a task of its own, those near the screen first (as they come near it), the
+  // others one at a time when the browser is idle: drawing them all in one go at DOMContentLoaded was a
+  // single long task (a chapter's widgets took 100 ms of a phone's main thread together), and the page
+  // did not answer a tap meanwhile. None waits long: the idle ones have a deadline (IDLE_DEADLINE ms).
+  const IDLE_DEADLINE = 1500;
+  function show(el, spec, models) {
+    return mount(el, spec, models).catch((error) => {
+      console.error("A widget on this page could not be shown:", error);
+      const message = document.createElement("p");
+      message.className = "course-widget-error";
+      message.textContent = `This interactive figure could not be shown (${error.message}).`;
+      el.replaceChildren(message);
+    });
+  }
+
   function start() {
     const stateScript = document.querySelector(`script[type="${STATE_TYPE}"]`);
     const models = stateScript ? JSON.parse(stateScript.textContent).state || {} : {};
+    const waiting = new Map();  // placeholder element -> its view spec, until it is drawn
     for (const view of document.querySelectorAll(`script[type="${VIEW_TYPE}"]`)) {
-      const spec = JSON.parse(view.textContent);
       const el = document.createElement("div");
       el.className = "course-widget";
       view.replaceWith(el);
-      mount(el, spec, models).catch((error) => {
-        console.error("A widget on this page could not be shown:", error);
-        const message = document.createElement("p");
-        message.className = "course-widget-error";
-        message.textContent = `This interactive figure could not be shown (${error.message}).`;
-        el.replaceChildren(message);
-      });
+      waiting.set(el, JSON.parse(view.textContent));
     }
+    const draw = (el) => {
+      const spec = waiting.get(el);
+      if (!spec) return Promise.resolve();
+      waiting.delete(el);
+      if (near) near.unobserve(el);
+      return show(el, spec, models);
+    };
+    const later = (work) => setTimeout(work, 0);  // a task of its own
+    const near = "IntersectionObserver" in window
+      ? new IntersectionObserver((entries) => {
+          for (const entry of entries) if (entry.isIntersecting) later(() => draw(entry.target));
+        }, { rootMargin: "50% 0px" })
+      : null;
+    if (near) for (const el of waiting.keys()) near.observe(el);
+    const whenIdle = window.requestIdleCallback
+      ? (work) => window.requestIdleCallback(work, { timeout: IDLE_DEADLINE })
+      : (work) => setTimeout(work, 50);
+    // The next one only once this one is drawn: widgets that share a module would otherwise all be
+    // drawn in the task in which it arrives.
+    const drawNextWhenIdle = () => {
+      const next = waiting.keys().next();
+      if (!next.done) draw(next.value).then(() => whenIdle(drawNextWhenIdle));
+    };
+    whenIdle(drawNextWhenIdle);
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
