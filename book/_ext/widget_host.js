@@ -86,9 +86,10 @@
   }
 
   // Each widget is drawn in a task of its own, those near the screen first (as they come near it), the
-  // others one at a time when the browser is idle: drawing them all in one go at DOMContentLoaded was a
-  // single long task (a chapter's widgets took 100 ms of a phone's main thread together), and the page
-  // did not answer a tap meanwhile. None waits long: the idle ones have a deadline (IDLE_DEADLINE ms).
+  // others one at a time when the browser is idle. At DOMContentLoaded they were all drawn in the one
+  // task in which their module arrived, while the page was still busy laying itself out (chapter 4's
+  // playground alone: 90-115 ms at a phone's CPU, traced at 4x slowdown). None waits long: the idle
+  // ones have a deadline (IDLE_DEADLINE ms).
   const IDLE_DEADLINE = 1500;
   function show(el, spec, models) {
     return mount(el, spec, models).catch((error) => {
@@ -110,6 +111,12 @@
       view.replaceWith(el);
       waiting.set(el, JSON.parse(view.textContent));
     }
+    const later = (work) => setTimeout(work, 0);  // a task of its own
+    const near = "IntersectionObserver" in window
+      ? new IntersectionObserver((entries) => {
+          for (const entry of entries) if (entry.isIntersecting) later(() => draw(entry.target));
+        }, { rootMargin: "50% 0px" })
+      : null;
     const draw = (el) => {
       const spec = waiting.get(el);
       if (!spec) return Promise.resolve();
@@ -117,12 +124,6 @@
       if (near) near.unobserve(el);
       return show(el, spec, models);
     };
-    const later = (work) => setTimeout(work, 0);  // a task of its own
-    const near = "IntersectionObserver" in window
-      ? new IntersectionObserver((entries) => {
-          for (const entry of entries) if (entry.isIntersecting) later(() => draw(entry.target));
-        }, { rootMargin: "50% 0px" })
-      : null;
     if (near) for (const el of waiting.keys()) near.observe(el);
     const whenIdle = window.requestIdleCallback
       ? (work) => window.requestIdleCallback(work, { timeout: IDLE_DEADLINE })
