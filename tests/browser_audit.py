@@ -157,13 +157,18 @@ def _watch(page, report: PageReport, base: str) -> None:
 # course-reader.js measures the formulas near the screen at once and the others when the browser is idle;
 # <html data-course-formulas="measured"> says that every one has been, since the last change of room.
 FORMULAS_MEASURED = "document.documentElement.dataset.courseFormulas === 'measured'"
+# It also puts each formula's MathML (held as text while the page loads) in place; then <html
+# data-course-mathml="placed">. A page without course-reader.js (the feedback pages) has neither.
+MATHML_PLACED = ("!document.querySelector('noscript.course-mml') "
+                 "&& ['placed', undefined].includes(document.documentElement.dataset.courseMathml)")
 
 
 def wait_for_math(page) -> None:
     """Wait until the page's fonts are in, after which its formulas (drawn at build time, book/_ext/book_math.py)
     have their final place, and the book's script has marked the wide ones (course-reader.js). Call it again
-    after opening parts of the page: they give formulas room they had not."""
+    after opening parts of the page: they give formulas room they had not. Their MathML is in place too."""
     page.wait_for_function("document.fonts.status === 'loaded'")
+    page.wait_for_function(MATHML_PLACED)
     page.evaluate(NEXT_FRAME)
     page.wait_for_function(FORMULAS_MEASURED)
 

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import page_speed  # noqa: E402
 
-from browser_audit import editions, pages_of, reader, serve, wait_for_math  # noqa: E402
+from browser_audit import NEXT_FRAME, editions, pages_of, reader, serve, wait_for_math  # noqa: E402
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="needs Node (apt: nodejs)")
@@ -342,3 +342,142 @@ def test_the_widget_on_screen_is_drawn_first_and_the_others_when_the_browser_is_
         assert page.evaluate("window.__drawn") == [1, 0]
         assert page.evaluate("document.querySelector('#your-own-sentence').getBoundingClientRect().top") < 844
         context.close()
+
+
+# ---- What screen readers read of a formula: held as text while the page loads -------------------------
+
+# The MathML nodes in Chromium's accessibility tree (what a screen reader is given), by role.
+def _mathml_in_accessibility_tree(page) -> dict[str, int]:
+    nodes = page.context.new_cdp_session(page).send("Accessibility.getFullAXTree")["nodes"]
+    roles = [node.get("role", {}).get("value", "") for node in nodes if not node.get("ignored")]
+    return {role: roles.count(role) for role in sorted(set(roles)) if role.startswith("MathML")}
+
+
+MATHML_HELD = re.compile(r'<noscript class="course-mml">(.*?)</noscript>', re.S)
+PLACED = ("() => [...document.querySelectorAll('mjx-container')].map((formula) => "
+          "Boolean(formula.querySelector(':scope > mjx-assistive-mml > math')))")
+
+
+def test_a_formulas_mathml_is_held_as_text_and_put_in_place_the_formulas_near_the_screen_first(browser, built_html):
+    """Chapter 4's MathML is text while the page loads (a fifth of the work of showing it); the formulas on
+    screen get theirs at once, the others in idle time, ten at a time; in the end a screen reader is given
+    every MathML node it was given when the MathML was written in the page, and no other."""
+    html = (built_html / "zh" / "book" / "04-three-stages.html").read_text(encoding="utf-8")
+    held = MATHML_HELD.findall(html)
+    assert len(held) == html.count("<mjx-container") >= 100 and all("<math" in mathml for mathml in held)
+    with serve(built_html) as base:
+        context = browser.new_context(viewport={"width": 390, "height": 844})
+        page = context.new_page()
+        page.route("**/zh/book/04-inline-mathml.html", lambda route: route.fulfill(
+            body=MATHML_HELD.sub(r"\1", html), content_type="text/html; charset=utf-8"))
+        page.goto(base + "zh/book/04-inline-mathml.html", wait_until="load")  # the MathML written in the page
+        wait_for_math(page)
+        written = _mathml_in_accessibility_tree(page)
+
+        page.add_init_script(IDLE_HELD)
+        page.goto(base + "zh/book/04-three-stages.html", wait_until="load")
+        page.evaluate(NEXT_FRAME)
+        assert not any(page.evaluate(PLACED))  # on a phone the first formula is two screens down
+        page.evaluate("document.querySelectorAll('mjx-container')[60].scrollIntoView()")  # a reader scrolls
+        page.evaluate(NEXT_FRAME)
+        placed = page.evaluate(PLACED)
+        near = page.evaluate("""() => [...document.querySelectorAll('mjx-container')].map((formula) => {
+            const box = formula.getBoundingClientRect();
+            return box.height > 0 && box.top < 2 * innerHeight && box.bottom > -innerHeight; })""")
+        assert placed[60] and all(placed[i] for i, shown in enumerate(near) if shown)
+        assert not all(placed) and not placed[0]
+        assert page.evaluate("document.documentElement.dataset.courseMathml") == "placing"
+        batches = []
+        for _ in range(100):
+            before = sum(page.evaluate(PLACED))
+            page.evaluate(RUN_IDLE)
+            batches.append(sum(page.evaluate(PLACED)) - before)
+            if page.evaluate("document.documentElement.dataset.courseMathml") == "placed":
+                break
+        assert all(page.evaluate(PLACED)) and 0 < max(batches) <= 10
+        assert page.locator("noscript.course-mml").count() == 0
+        assert _mathml_in_accessibility_tree(page) == written
+        context.close()
+    assert written["MathMLMath"] >= 100 and written["MathMLIdentifier"] >= 300
+
+
+def test_without_scripts_every_formula_gives_a_screen_reader_its_mathml(browser, built_html):
+    with serve(built_html) as base:
+        context = browser.new_context(viewport={"width": 390, "height": 844}, java_script_enabled=False)
+        page = context.new_page()
+        page.goto(base + "book/04-three-stages.html", wait_until="load")
+        formulas = page.locator("mjx-container").count()
+        assert formulas >= 100
+        assert _mathml_in_accessibility_tree(page)["MathMLMath"] == formulas
+        context.close()
+
+
+def test_the_mathml_of_a_formula_whose_text_would_end_its_holder_is_left_in_the_page():
+    import book_math
+
+    formula = '<mjx-container><svg></svg><mjx-assistive-mml><math><mtext>{}</mtext></math></mjx-assistive-mml></mjx-container>'
+    for text in ("x", "&lt;/noscript>"):  # escaped, it is text to the parser as well
+        assert book_math.mathml_held(formula.format(text)) == formula.format(text).replace(
+            "<mjx-assistive-mml>", '<noscript class="course-mml"><mjx-assistive-mml>').replace(
+            "</mjx-assistive-mml>", "</mjx-assistive-mml></noscript>")
+    assert book_math.mathml_held(formula.format("</NoScript>")) == formula.format("</NoScript>")
+
+
+# ---- Code written with the spans that colour it -----------------------------------------------------------
+
+def test_only_tokens_every_rule_gives_the_blocks_own_colour_lose_their_spans():
+    css = ('html[data-theme="light"] .highlight { background: #fff; color: #080808 }\n'
+           'html[data-theme="light"] .highlight .n { color: #080808 } /* Name */\n'
+           'html[data-theme="light"] .highlight .p { color: #080808 }\n'
+           'html[data-theme="light"] .highlight .k { color: #8045E5 }\n'
+           'html[data-theme="dark"] .highlight { background: #222; color: #F8F8F2 }\n'
+           'html[data-theme="dark"] .highlight .n { color: #F8F8F2 }\n'
+           'html[data-theme="dark"] .highlight .p { color: #F8F8F2 }\n')
+    assert page_speed.plain_tokens([css]) == ["n", "p"]  # w: no rule names it, so nothing says it is plain
+    assert page_speed.plain_tokens([css.replace(".p { color: #F8F8F2 }", ".p { color: #FF0000 }")]) == ["n"]
+    assert page_speed.plain_tokens([css, ".highlight .n { font-weight: bold }"]) == ["p"]
+    assert page_speed.plain_tokens([css, "pre span.p:hover { color: red }"]) == ["n"]
+    assert page_speed.plain_tokens([css, ".sig-param.n { font-style: italic }"]) == ["n", "p"]  # not a code span
+    block = '<div class="highlight"><pre><span class="k">def</span><span class="w"> </span><span class="n">f</span><span class="p">():</span></pre></div>'
+    prose = '<p><span class="n">kept</span></p>'
+    assert page_speed.unwrap_plain_tokens(block + prose, ["n", "p"]) == (
+        '<div class="highlight"><pre><span class="k">def</span><span class="w"> </span>f():</pre></div>' + prose)
+
+
+CHARACTER_COLOURS = """(pre) => {
+  const colours = [];
+  const walk = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+  while (walk.nextNode()) {
+    const colour = getComputedStyle(walk.currentNode.parentElement).color;
+    for (const character of walk.currentNode.data) if (character.trim()) colours.push(character + ' ' + colour);
+  }
+  return colours;
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_character_of_the_code_has_the_colour_pygments_gives_it(browser, built_html, scheme):
+    """The built chapter's code blocks, next to the same code highlighted again by Sphinx's highlighter with
+    every span: each character is drawn in the same colour."""
+    from sphinx.highlighting import PygmentsBridge
+
+    bridge = PygmentsBridge("html", "sphinx")
+    with serve(built_html) as base, reader(browser, base, "book/04-three-stages.html", "phone", scheme) as page:
+        blocks = page.evaluate("""() => [...document.querySelectorAll('div[class^="highlight-"] div.highlight > pre')]
+            .map((pre) => [pre.closest('div[class^="highlight-"]').className.split(' ')[0].slice(10), pre.textContent])""")
+        assert len(blocks) >= 20
+        assert page.locator("div.highlight pre span.n").count() == 0
+        differ, spans = [], 0
+        for index, (language, code) in enumerate(blocks):
+            fresh = bridge.highlight_block(code, language)
+            spans += fresh.count('<span class="n">')  # the spans the build drops, written again here
+            page.evaluate("""([index, fresh]) => {
+              const block = document.querySelectorAll('div[class^="highlight-"] div.highlight')[index];
+              block.insertAdjacentHTML('afterend', fresh.replace('class="highlight"', 'class="highlight" data-fresh'));
+            }""", [index, fresh])
+            built = page.evaluate(CHARACTER_COLOURS, page.locator('div[class^="highlight-"] div.highlight:not([data-fresh]) > pre').nth(index).element_handle())
+            again = page.evaluate(CHARACTER_COLOURS, page.locator("div.highlight[data-fresh] > pre").nth(index).element_handle())
+            if built != again:
+                differ.append((index, len(built), len(again), next((pair for pair in zip(built, again) if pair[0] != pair[1]), None)))
+    assert spans > 500
+    assert differ == []

@@ -7,7 +7,10 @@ every page written in this build, has ``web/typeset-formulas.js`` (Node and the 
 ``make assets`` installs, the code that also typesets the grader's feedback pages, ``web/mathjax-svg.js``)
 draw them all in one run as SVG, and writes each into its page in place of its TeX. Each keeps a copy of
 itself in MathML (``<mjx-assistive-mml>``, visually hidden) that screen readers read; the drawing is
-``aria-hidden``. The formulas draw their characters from the glyphs' paths, which each page carries once
+``aria-hidden``. That MathML is written inside a ``<noscript class="course-mml">``: while a page loads, a
+browser that runs scripts reads it as text, neither styling it nor laying it out (on chapter 4, a fifth of
+the work of showing the page), and ``course-reader.js`` puts it in place, the formulas near the screen
+first, the others a few at a time when the browser is idle. A browser without scripts shows it at once. The formulas draw their characters from the glyphs' paths, which each page carries once
 (a hidden ``<svg id="course-math-glyphs">`` at its end), not once per formula. The TeX settings are those the runtime had (``mathjax3_config``), so the formulas look
 the same.
 
@@ -82,6 +85,22 @@ GLYPH_USE = re.compile(r'xlink:href="#(MJX-TEX-[^"]+)"')
 GLYPHS_ID = "course-math-glyphs"
 _GLYPH_BLOCK = re.compile(rf'<svg id="{GLYPHS_ID}"[^>]*>.*?</svg>\n?', re.S)
 _BODY_END = re.compile(r"</body>", re.I)
+
+
+ASSISTIVE_MATHML = re.compile(r"<mjx-assistive-mml\b.*?</mjx-assistive-mml>", re.S)
+MATHML_HOLDER = "course-mml"
+
+
+def mathml_held(formula: str) -> str:
+    """A drawn formula with its MathML in a ``<noscript>``, for the reader's script to put in place (left as it
+    is in the odd formula whose text would end the ``<noscript>`` early)."""
+
+    def held(mathml: re.Match) -> str:
+        if "</noscript" in mathml.group(0).lower():
+            return mathml.group(0)
+        return f'<noscript class="{MATHML_HOLDER}">{mathml.group(0)}</noscript>'
+
+    return ASSISTIVE_MATHML.sub(held, formula, count=1)
 
 
 def drawn(page: str, drawing: dict[tuple[str, bool], str], glyphs: dict[str, str]) -> str:
@@ -170,7 +189,7 @@ def typeset_pages(app: Sphinx, exception) -> None:
             logger.warning("book_math: cannot typeset %r (%s) in %s", tex, message, ", ".join(where), type="book_math")
         if failed:
             return
-        drawing = dict(zip(formulas, answer["html"]))
+        drawing = {formula: mathml_held(html) for formula, html in zip(formulas, answer["html"])}
         for path, text in pages.items():
             partial = path.with_name(path.name + ".partial")
             partial.write_text(drawn(text, drawing, answer["glyphs"]), encoding="utf-8")

@@ -194,6 +194,41 @@
     measureAll();
   }
 
+  // ---- What screen readers read of a formula ----------------------------------------------------
+  // Each formula's MathML comes inside a <noscript class="course-mml"> (book/_ext/book_math.py): with
+  // scripts on, the parser keeps it as text, so the browser neither styles nor lays it out while the page
+  // loads. It is put in place here: the formulas near the screen as they come near it, and the others
+  // whenever the browser is idle, ten at a time, so that no task lays out many at once. When the last is
+  // in, <html> carries data-course-mathml="placed". Without scripts, the <noscript> shows the MathML.
+  const heldMathML = new Map();  // formula (mjx-container) -> its <noscript>
+  function placeMathML(formula) {
+    const holder = heldMathML.get(formula);
+    if (!holder) return;
+    heldMathML.delete(formula);
+    if (nearMathML) nearMathML.unobserve(formula);
+    const parsed = document.createElement("template");
+    parsed.innerHTML = holder.textContent;
+    holder.replaceWith(parsed.content);
+    if (!heldMathML.size) document.documentElement.dataset.courseMathml = "placed";
+  }
+  const nearMathML = "IntersectionObserver" in window
+    ? new IntersectionObserver((entries) => {
+        for (const entry of entries) if (entry.isIntersecting) placeMathML(entry.target);
+      }, { rootMargin: "100% 0px" })
+    : null;
+  function placeSomeMathML() {
+    for (const formula of [...heldMathML.keys()].slice(0, 10)) placeMathML(formula);
+    if (heldMathML.size) whenIdle(placeSomeMathML);
+  }
+  function placeAllMathML() {
+    for (const holder of document.querySelectorAll("noscript.course-mml")) {
+      heldMathML.set(holder.parentElement, holder);
+      if (nearMathML) nearMathML.observe(holder.parentElement);
+    }
+    document.documentElement.dataset.courseMathml = heldMathML.size ? "placing" : "placed";
+    if (heldMathML.size) whenIdle(placeSomeMathML);
+  }
+
   // ---- Figures to enlarge ----------------------------------------------------------------------
   let viewer = null;
   function figureViewer() {
@@ -268,6 +303,7 @@
     setUpSidebars();
     makeFiguresEnlargeable();
     watchFormulas();
+    placeAllMathML();
     // Once a font arrives, paragraphs may be wider or narrower. (An event: reading document.fonts.ready
     // would lay the page out at once, before its first paint.)
     if (document.fonts) document.fonts.addEventListener("loadingdone", measureAll);
