@@ -359,7 +359,7 @@ PLACED = ("() => [...document.querySelectorAll('mjx-container')].map((formula) =
 
 
 def test_a_formulas_mathml_is_held_as_text_and_put_in_place_the_formulas_near_the_screen_first(browser, built_html):
-    """Chapter 4's MathML is text while the page loads (a fifth of the work of showing it); the formulas on
+    """Chapter 4's MathML is text while the page loads (about a quarter of the work of showing it); the formulas on
     screen get theirs at once, the others in idle time, ten at a time; in the end a screen reader is given
     every MathML node it was given when the MathML was written in the page, and no other."""
     html = (built_html / "zh" / "book" / "04-three-stages.html").read_text(encoding="utf-8")
