@@ -8,9 +8,12 @@ every page written in this build, has ``web/typeset-formulas.js`` (Node and the 
 draw them all in one run as SVG, and writes each into its page in place of its TeX. Each keeps a copy of
 itself in MathML (``<mjx-assistive-mml>``, visually hidden) that screen readers read; the drawing is
 ``aria-hidden``. That MathML is written inside a ``<noscript class="course-mml">``: while a page loads, a
-browser that runs scripts reads it as text, neither styling it nor laying it out (on chapter 4, about a quarter of
-the work of showing the page), and ``course-reader.js`` puts it in place, the formulas near the screen
-first, the others a few at a time when the browser is idle. A browser without scripts shows it at once. The formulas draw their characters from the glyphs' paths, which each page carries once
+browser that runs scripts reads it as text, neither styling it nor laying it out (on chapter 4, about a
+quarter of the work of showing the page), and ``course-reader.js`` puts it in place, the formulas near the
+screen first, the others a few at a time when the browser is idle. A browser without scripts shows it at
+once.
+
+The formulas draw their characters from the glyphs' paths, which each page carries once
 (a hidden ``<svg id="course-math-glyphs">`` at its end), not once per formula. The TeX settings are those the runtime had (``mathjax3_config``), so the formulas look
 the same.
 
