@@ -455,6 +455,9 @@ CHARACTER_COLOURS = """(pre) => {
 }"""
 
 
+BUILT_BLOCK = 'div[class^="highlight-"] div.highlight:not([data-fresh])'
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_every_character_of_the_code_has_the_colour_pygments_gives_it(browser, built_html, scheme):
     """The built chapter's code blocks, next to the same code highlighted again by Sphinx's highlighter with
@@ -463,19 +466,19 @@ def test_every_character_of_the_code_has_the_colour_pygments_gives_it(browser, b
 
     bridge = PygmentsBridge("html", "sphinx")
     with serve(built_html) as base, reader(browser, base, "book/04-three-stages.html", "phone", scheme) as page:
-        blocks = page.evaluate("""() => [...document.querySelectorAll('div[class^="highlight-"] div.highlight > pre')]
-            .map((pre) => [pre.closest('div[class^="highlight-"]').className.split(' ')[0].slice(10), pre.textContent])""")
+        blocks = page.evaluate("""(built) => [...document.querySelectorAll(built + ' > pre')]
+            .map((pre) => [pre.closest('div[class^="highlight-"]').className.split(' ')[0].slice(10), pre.textContent])""", BUILT_BLOCK)
         assert len(blocks) >= 20
         assert page.locator("div.highlight pre span.n").count() == 0
         differ, spans = [], 0
         for index, (language, code) in enumerate(blocks):
             fresh = bridge.highlight_block(code, language)
             spans += fresh.count('<span class="n">')  # the spans the build drops, written again here
-            page.evaluate("""([index, fresh]) => {
-              const block = document.querySelectorAll('div[class^="highlight-"] div.highlight')[index];
+            page.evaluate("""([built, index, fresh]) => {  // the fresh copy right after its built block
+              const block = document.querySelectorAll(built)[index];
               block.insertAdjacentHTML('afterend', fresh.replace('class="highlight"', 'class="highlight" data-fresh'));
-            }""", [index, fresh])
-            built = page.evaluate(CHARACTER_COLOURS, page.locator('div[class^="highlight-"] div.highlight:not([data-fresh]) > pre').nth(index).element_handle())
+            }""", [BUILT_BLOCK, index, fresh])
+            built = page.evaluate(CHARACTER_COLOURS, page.locator(f"{BUILT_BLOCK} > pre").nth(index).element_handle())
             again = page.evaluate(CHARACTER_COLOURS, page.locator("div.highlight[data-fresh] > pre").nth(index).element_handle())
             if built != again:
                 differ.append((index, len(built), len(again), next((pair for pair in zip(built, again) if pair[0] != pair[1]), None)))
